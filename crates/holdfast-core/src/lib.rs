@@ -1,0 +1,13 @@
+//! holdfast's domain: identifiers, requests, reservations, stock levels, the
+//! accounting invariant, the errors every interface shares, and the `Store`
+//! trait each backend implements. Nothing here does I/O.
+
+pub mod error;
+pub mod ids;
+pub mod model;
+pub mod store;
+
+pub use error::{Error, Invalid, Result, Shortfall};
+pub use ids::{IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
+pub use model::*;
+pub use store::{Backend, Store};

@@ -1,0 +1,70 @@
+//! The `Store` trait: every operation of SPEC §3, implemented once per backend
+//! and exercised by one shared conformance suite.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::ids::{ItemId, LocationId, ReservationId, ShopId, Ttl};
+use crate::model::{AuditReport, ItemLevels, LocationLevel, Reservation, ReserveRequest, Reserved, StockChange, StoreStats};
+
+/// Which kind of database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Backend {
+    Postgres,
+    MySql,
+    Sqlite,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Postgres => "postgres",
+            Backend::MySql => "mysql",
+            Backend::Sqlite => "sqlite",
+        }
+    }
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    fn backend(&self) -> Backend;
+
+    /// Creates or upgrades the schema. Idempotent.
+    async fn migrate(&self) -> Result<()>;
+
+    /// Holds the units of `req` (all or nothing unless `allow_partial`).
+    /// A replay of the same key and lines returns the existing reservation.
+    async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved>;
+
+    /// Payment succeeded: reserved becomes committed. Idempotent.
+    async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation>;
+
+    /// Payment failed or the cart was abandoned: the units go back. Idempotent.
+    async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation>;
+
+    /// Moves the expiry of a live hold to now + `ttl`.
+    async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation>;
+
+    async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation>;
+
+    /// One sweep: releases up to `limit` holds past their expiry and returns
+    /// how many. Safe to run from any number of processes at once.
+    async fn expire(&self, limit: u32) -> Result<u64>;
+
+    /// Sets, adjusts or fulfils the stock of one (item, location).
+    async fn change_stock(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+        change: StockChange,
+    ) -> Result<LocationLevel>;
+
+    /// Quantities of an item per location, from plain (non-locking) reads.
+    async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels>;
+
+    /// Checks the accounting invariant for one shop or all of them.
+    async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport>;
+
+    fn stats(&self) -> StoreStats;
+}

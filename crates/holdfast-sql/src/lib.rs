@@ -1,0 +1,109 @@
+//! holdfast's SQL stores. The algorithm lives once in `engine`; each dialect
+//! module (`postgres`, later `mysql` and `sqlite`) supplies its SQL text and
+//! migrations behind the `Dialect` trait.
+
+mod dialect;
+mod engine;
+mod migrate;
+mod postgres;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use holdfast_core::{
+    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation,
+    ReservationId, ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
+};
+
+use crate::dialect::Dialect;
+pub use crate::engine::StoreConfig;
+use crate::engine::SqlStore;
+
+/// How to reach the database.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub url: String,
+    /// Most connections in the pool.
+    pub max_connections: u32,
+    /// How long a caller waits for a free connection before `unavailable`.
+    pub acquire_timeout: Duration,
+    pub store: StoreConfig,
+}
+
+impl ConnectOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 32,
+            acquire_timeout: Duration::from_secs(5),
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+/// Opens a store for `opts.url`: `postgres://…` or `postgresql://…`.
+pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
+    let scheme = opts.url.split(':').next().unwrap_or_default();
+    match scheme {
+        "postgres" | "postgresql" => {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(opts.acquire_timeout)
+                .connect(&opts.url)
+                .await
+                .map_err(|e| Error::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
+            Ok(Arc::new(SqlStore::<postgres::Pg>::new(pool, opts.store.clone())))
+        }
+        other => Err(Error::Invalid(holdfast_core::Invalid::new(
+            "database_url",
+            format!("unsupported scheme {other:?}; use postgres://"),
+        ))),
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Store for SqlStore<D> {
+    fn backend(&self) -> Backend {
+        D::BACKEND
+    }
+    async fn migrate(&self) -> Result<(), Error> {
+        SqlStore::migrate(self).await
+    }
+    async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
+        SqlStore::reserve(self, req).await
+    }
+    async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        SqlStore::claim(self, shop, id).await
+    }
+    async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        SqlStore::release(self, shop, id).await
+    }
+    async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
+        SqlStore::extend(self, shop, id, ttl).await
+    }
+    async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        SqlStore::get(self, shop, id).await
+    }
+    async fn expire(&self, limit: u32) -> Result<u64, Error> {
+        SqlStore::expire(self, limit).await
+    }
+    async fn change_stock(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+        change: StockChange,
+    ) -> Result<LocationLevel, Error> {
+        SqlStore::change_stock(self, shop, item, location, change).await
+    }
+    async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
+        SqlStore::levels(self, shop, item).await
+    }
+    async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
+        SqlStore::audit(self, shop).await
+    }
+    fn stats(&self) -> StoreStats {
+        SqlStore::stats(self)
+    }
+}

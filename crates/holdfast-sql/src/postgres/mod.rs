@@ -1,0 +1,357 @@
+//! The PostgreSQL store (13 and later). Transactions run at READ COMMITTED,
+//! PostgreSQL's default: every statement sees what committed before it, which
+//! the slow path relies on to find rows other refills committed meanwhile.
+
+use chrono::{DateTime, Utc};
+use holdfast_core::{
+    Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel, Quantities,
+    ReservationId, ReservationStatus, ShopId, Ttl,
+};
+use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::{Executor, PgPool, Postgres, Row};
+
+use crate::dialect::{Dialect, Fault, Folded, Head, Ledger, Taken, TxMode, Tx, Want};
+use crate::migrate::Migration;
+
+#[derive(Debug)]
+pub struct Pg;
+
+const MIGRATIONS: &[Migration] = &[Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") }];
+
+macro_rules! q {
+    ($name:literal) => {
+        include_str!(concat!("queries/", $name, ".sql"))
+    };
+}
+
+fn text<T: ToString>(v: &T) -> String {
+    v.to_string()
+}
+
+fn name<T: std::str::FromStr<Err = holdfast_core::Invalid>>(row: &PgRow, col: &str) -> sqlx::Result<T> {
+    let s: String = row.try_get(col)?;
+    s.parse().map_err(|e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e)))
+}
+
+fn head(row: &PgRow) -> sqlx::Result<Head> {
+    let status: String = row.try_get("status")?;
+    Ok(Head {
+        id: ReservationId::new(row.try_get("id")?).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        key: name::<IdempotencyKey>(row, "idempotency_key")?,
+        fingerprint: row.try_get("fingerprint")?,
+        status: ReservationStatus::parse(&status)
+            .ok_or_else(|| sqlx::Error::Decode(format!("unknown status {status:?}").into()))?,
+        expires_at: row.try_get("expires_at")?,
+        expired: row.try_get("expired")?,
+    })
+}
+
+impl Dialect for Pg {
+    type Db = Postgres;
+    const BACKEND: Backend = Backend::Postgres;
+
+    async fn begin(pool: &PgPool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
+        match mode {
+            TxMode::Write => pool.begin().await,
+            // One snapshot for every statement of a report.
+            TxMode::Snapshot => pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await,
+        }
+    }
+
+    fn fault(err: &sqlx::Error) -> Fault {
+        match err {
+            sqlx::Error::Database(db) => match db.code().as_deref() {
+                Some("40P01" | "40001") => Fault::Deadlock,
+                Some("55P03") => Fault::Busy,
+                Some(c) if c.starts_with("08") || c.starts_with("57P") => Fault::Connection,
+                _ => Fault::Other,
+            },
+            sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::Protocol(_) => Fault::Connection,
+            _ => Fault::Other,
+        }
+    }
+
+    async fn migrate(pool: &PgPool) -> sqlx::Result<()> {
+        let mut tx = pool.begin().await?;
+        // Serialises concurrent `migrate` runs on one database.
+        sqlx::query("SELECT pg_advisory_xact_lock(7304961)").execute(&mut *tx).await?;
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS holdfast_migrations (
+                 version integer PRIMARY KEY, name text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .execute(&mut *tx)
+        .await?;
+        let done: Vec<i32> = sqlx::query_scalar("SELECT version FROM holdfast_migrations").fetch_all(&mut *tx).await?;
+        for m in MIGRATIONS {
+            if !done.contains(&m.version) {
+                // A plain string runs as a simple query: several statements.
+                (&mut *tx).execute(m.sql).await?;
+                sqlx::query("INSERT INTO holdfast_migrations (version, name) VALUES ($1, $2)")
+                    .bind(m.version)
+                    .bind(m.name)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await
+    }
+
+    async fn take_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
+        let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
+        let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
+        let qtys: Vec<i32> = wants.iter().map(|w| w.qty as i32).collect();
+        let rows = sqlx::query(q!("take_units"))
+            .bind(shop.as_str())
+            .bind(items)
+            .bind(locs)
+            .bind(qtys)
+            .fetch_all(c)
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Taken {
+                    item: name(r, "item_id")?,
+                    location: name(r, "location_id")?,
+                    count: r.try_get::<i64, _>("n")? as u32,
+                })
+            })
+            .collect()
+    }
+
+    async fn lock_ledgers(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> sqlx::Result<Vec<Ledger>> {
+        let items: Vec<String> = spec.iter().map(|(i, _)| text(i)).collect();
+        let locs: Vec<Option<String>> = spec.iter().map(|(_, l)| l.as_ref().map(text)).collect();
+        let rows = sqlx::query(q!("lock_ledgers")).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Ledger {
+                    item: name(r, "item_id")?,
+                    location: name(r, "location_id")?,
+                    on_hand: r.try_get("on_hand")?,
+                    committed: r.try_get("committed")?,
+                    unpooled: r.try_get("unpooled")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn ensure_ledger(c: &mut PgConnection, shop: &ShopId, item: &ItemId, location: &LocationId) -> sqlx::Result<()> {
+        sqlx::query(q!("ensure_ledger"))
+            .bind(shop.as_str())
+            .bind(item.as_str())
+            .bind(location.as_str())
+            .execute(c)
+            .await?;
+        Ok(())
+    }
+
+    async fn write_ledger(c: &mut PgConnection, shop: &ShopId, row: &Ledger) -> sqlx::Result<()> {
+        sqlx::query(q!("write_ledger"))
+            .bind(shop.as_str())
+            .bind(row.item.as_str())
+            .bind(row.location.as_str())
+            .bind(row.on_hand)
+            .bind(row.committed)
+            .bind(row.unpooled)
+            .execute(c)
+            .await?;
+        Ok(())
+    }
+
+    async fn expire_at(c: &mut PgConnection, shop: &ShopId, item: &ItemId, location: &LocationId) -> sqlx::Result<u64> {
+        let n: i64 = sqlx::query_scalar(q!("expire_at"))
+            .bind(shop.as_str())
+            .bind(item.as_str())
+            .bind(location.as_str())
+            .fetch_one(c)
+            .await?;
+        Ok(n as u64)
+    }
+
+    async fn fold(c: &mut PgConnection, shop: &ShopId, item: &ItemId, location: &LocationId) -> sqlx::Result<Folded> {
+        let r = sqlx::query(q!("fold"))
+            .bind(shop.as_str())
+            .bind(item.as_str())
+            .bind(location.as_str())
+            .fetch_one(c)
+            .await?;
+        Ok(Folded { restocked: r.try_get("restocked")?, settled: r.try_get("settled")? })
+    }
+
+    async fn refill(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+        cap: u32,
+        n: i64,
+    ) -> sqlx::Result<u64> {
+        let done = sqlx::query(q!("refill"))
+            .bind(shop.as_str())
+            .bind(item.as_str())
+            .bind(location.as_str())
+            .bind(cap as i32)
+            .bind(n)
+            .execute(c)
+            .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn in_flight(c: &mut PgConnection, shop: &ShopId, item: &ItemId, location: &LocationId) -> sqlx::Result<i64> {
+        sqlx::query_scalar(q!("in_flight"))
+            .bind(shop.as_str())
+            .bind(item.as_str())
+            .bind(location.as_str())
+            .fetch_one(c)
+            .await
+    }
+
+    async fn insert_reservation(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        ttl: Ttl,
+        lines: &[Allocation],
+    ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
+        let items: Vec<String> = lines.iter().map(|l| text(&l.item)).collect();
+        let locs: Vec<String> = lines.iter().map(|l| text(&l.location)).collect();
+        let qtys: Vec<i32> = lines.iter().map(|l| l.quantity as i32).collect();
+        let row = sqlx::query(q!("insert_reservation"))
+            .bind(shop.as_str())
+            .bind(key.as_str())
+            .bind(fingerprint)
+            .bind(ttl.as_secs() as i64)
+            .bind(items)
+            .bind(locs)
+            .bind(qtys)
+            .fetch_optional(c)
+            .await?;
+        row.map(|r| {
+            Ok((
+                ReservationId::new(r.try_get("id")?).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                r.try_get("expires_at")?,
+            ))
+        })
+        .transpose()
+    }
+
+    async fn find_by_key(c: &mut PgConnection, shop: &ShopId, key: &IdempotencyKey) -> sqlx::Result<Option<Head>> {
+        let row = sqlx::query(q!("find_by_key")).bind(shop.as_str()).bind(key.as_str()).fetch_optional(c).await?;
+        row.as_ref().map(head).transpose()
+    }
+
+    async fn head(c: &mut PgConnection, shop: &ShopId, id: ReservationId, lock: bool) -> sqlx::Result<Option<Head>> {
+        let sql = if lock { q!("head_for_update") } else { q!("head") };
+        let row = sqlx::query(sql).bind(shop.as_str()).bind(id.get()).fetch_optional(c).await?;
+        row.as_ref().map(head).transpose()
+    }
+
+    async fn lines(c: &mut PgConnection, shop: &ShopId, id: ReservationId) -> sqlx::Result<Vec<Allocation>> {
+        let rows = sqlx::query(q!("lines")).bind(shop.as_str()).bind(id.get()).fetch_all(c).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Allocation {
+                    item: name(r, "item_id")?,
+                    location: name(r, "location_id")?,
+                    quantity: r.try_get::<i32, _>("quantity")? as u32,
+                })
+            })
+            .collect()
+    }
+
+    async fn transition(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        id: ReservationId,
+        status: ReservationStatus,
+        state: &'static str,
+    ) -> sqlx::Result<()> {
+        sqlx::query(q!("transition"))
+            .bind(shop.as_str())
+            .bind(id.get())
+            .bind(status.as_str())
+            .bind(state)
+            .execute(c)
+            .await?;
+        Ok(())
+    }
+
+    async fn extend(c: &mut PgConnection, shop: &ShopId, id: ReservationId, ttl: Ttl) -> sqlx::Result<DateTime<Utc>> {
+        sqlx::query_scalar(q!("extend"))
+            .bind(shop.as_str())
+            .bind(id.get())
+            .bind(ttl.as_secs() as i64)
+            .fetch_one(c)
+            .await
+    }
+
+    async fn sweep(c: &mut PgConnection, limit: u32) -> sqlx::Result<u64> {
+        let n: i64 = sqlx::query_scalar(q!("sweep")).bind(limit as i64).fetch_one(c).await?;
+        Ok(n as u64)
+    }
+
+    async fn levels(c: &mut PgConnection, shop: &ShopId, item: &ItemId) -> sqlx::Result<Vec<LocationLevel>> {
+        let rows = sqlx::query(q!("levels")).bind(shop.as_str()).bind(item.as_str()).fetch_all(c).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(LocationLevel {
+                    location: name(r, "location_id")?,
+                    quantities: Quantities {
+                        on_hand: r.try_get("on_hand")?,
+                        available: r.try_get("available")?,
+                        reserved: r.try_get("reserved")?,
+                        committed: r.try_get("committed")?,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    async fn audit(c: &mut PgConnection, shop: Option<&ShopId>) -> sqlx::Result<(Vec<AuditRow>, Vec<AuditRow>)> {
+        let shop = shop.map(|s| s.as_str());
+        let rows = sqlx::query(q!("audit")).bind(shop).fetch_all(&mut *c).await?;
+        let rows = rows
+            .iter()
+            .map(|r| {
+                Ok(AuditRow {
+                    shop: name(r, "shop_id")?,
+                    item: name(r, "item_id")?,
+                    location: name(r, "location_id")?,
+                    on_hand: r.try_get("on_hand")?,
+                    unpooled: r.try_get("unpooled")?,
+                    pooled: r.try_get("pooled")?,
+                    reserved: r.try_get("reserved")?,
+                    committed: r.try_get("committed")?,
+                })
+            })
+            .collect::<sqlx::Result<Vec<_>>>()?;
+        let orphans = sqlx::query(q!("audit_orphans")).bind(shop).fetch_all(c).await?;
+        let orphans = orphans
+            .iter()
+            .map(|r| {
+                Ok(AuditRow {
+                    shop: name(r, "shop_id")?,
+                    item: name(r, "item_id")?,
+                    location: name(r, "location_id")?,
+                    on_hand: 0,
+                    unpooled: 0,
+                    pooled: r.try_get("pooled")?,
+                    reserved: r.try_get("open")?,
+                    committed: 0,
+                })
+            })
+            .collect::<sqlx::Result<Vec<_>>>()?;
+        Ok((rows, orphans))
+    }
+}

@@ -1,0 +1,28 @@
+-- Reserve came up short (or a stock change): release the expired holds that
+-- have units at this (item, location) now instead of waiting for the sweeper,
+-- so sweeper lag never causes undersell. Runs under the ledger lock, so the
+-- reservations are taken with SKIP LOCKED: out of lock order, but never
+-- waiting. Holds another transaction has locked are reported by in_flight.
+WITH due AS (
+    SELECT r.shop_id, r.id
+    FROM reservations r
+    WHERE r.shop_id = $1
+      AND r.status = 'held'
+      AND r.expires_at <= now()
+      AND r.id IN (
+          SELECT q.reservation_id FROM reserved_quantities q
+          WHERE q.shop_id = $1 AND q.item_id = $2 AND q.location_id = $3 AND q.state = 'held')
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    UPDATE reservations r
+    SET status = 'expired', updated_at = now()
+    FROM due
+    WHERE r.shop_id = due.shop_id AND r.id = due.id
+    RETURNING r.shop_id, r.id
+), back AS (
+    UPDATE reserved_quantities q
+    SET state = 'returned'
+    FROM gone
+    WHERE q.shop_id = gone.shop_id AND q.reservation_id = gone.id AND q.state = 'held'
+)
+SELECT count(*) FROM gone

@@ -1,0 +1,3 @@
+SELECT id, idempotency_key, fingerprint, status, expires_at, expires_at <= now() AS expired
+FROM reservations
+WHERE shop_id = $1 AND id = $2

@@ -1,0 +1,23 @@
+-- The sweeper's unit of work: expire up to $1 due holds of any shop. SKIP
+-- LOCKED lets any number of sweepers (service replicas) run at once, each
+-- taking different holds, and a hold a claim is working on is left to it.
+WITH due AS (
+    SELECT r.shop_id, r.id
+    FROM reservations r
+    WHERE r.status = 'held' AND r.expires_at <= now()
+    ORDER BY r.expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), gone AS (
+    UPDATE reservations r
+    SET status = 'expired', updated_at = now()
+    FROM due
+    WHERE r.shop_id = due.shop_id AND r.id = due.id
+    RETURNING r.shop_id, r.id
+), back AS (
+    UPDATE reserved_quantities q
+    SET state = 'returned'
+    FROM gone
+    WHERE q.shop_id = gone.shop_id AND q.reservation_id = gone.id AND q.state = 'held'
+)
+SELECT count(*) FROM gone
