@@ -28,7 +28,7 @@ pub struct Shortfall {
     pub available: u32,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
     Invalid(#[from] Invalid),

@@ -123,9 +123,9 @@ impl fmt::Display for ReservationId {
 impl FromStr for ReservationId {
     type Err = Invalid;
     fn from_str(s: &str) -> Result<Self, Invalid> {
-        let id: i64 = s.parse().map_err(|_| {
-            Invalid::new("id", format!("must be a positive 64-bit integer (got {:?})", truncate(s)))
-        })?;
+        let id: i64 = s
+            .parse()
+            .map_err(|_| Invalid::new("id", format!("must be a positive 64-bit integer (got {:?})", truncate(s))))?;
         Self::new(id)
     }
 }
@@ -140,10 +140,7 @@ impl Quantity {
 
     pub fn new(n: i64) -> Result<Self, Invalid> {
         if !(1..=Self::MAX as i64).contains(&n) {
-            return Err(Invalid::new(
-                "quantity",
-                format!("must be between 1 and {} (got {n})", Self::MAX),
-            ));
+            return Err(Invalid::new("quantity", format!("must be between 1 and {} (got {n})", Self::MAX)));
         }
         Ok(Self(n as u32))
     }
@@ -173,11 +170,7 @@ impl Ttl {
         if !(Self::MIN_SECS as i64..=Self::MAX_SECS as i64).contains(&secs) {
             return Err(Invalid::new(
                 "ttl_seconds",
-                format!(
-                    "must be between {} and {} seconds (got {secs})",
-                    Self::MIN_SECS,
-                    Self::MAX_SECS
-                ),
+                format!("must be between {} and {} seconds (got {secs})", Self::MIN_SECS, Self::MAX_SECS),
             ));
         }
         Ok(Self(Duration::from_secs(secs as u64)))

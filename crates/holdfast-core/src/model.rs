@@ -209,8 +209,7 @@ impl AuditRow {
     /// `on_hand = unpooled + pooled + reserved + committed`, every term ≥ 0.
     pub fn holds(&self) -> bool {
         let terms = [self.on_hand, self.unpooled, self.pooled, self.reserved, self.committed];
-        terms.iter().all(|t| *t >= 0)
-            && self.on_hand == self.unpooled + self.pooled + self.reserved + self.committed
+        terms.iter().all(|t| *t >= 0) && self.on_hand == self.unpooled + self.pooled + self.reserved + self.committed
     }
 }
 
@@ -275,10 +274,9 @@ impl StockChange {
             StockChange::Set(n) if !(0..=LIMIT).contains(&n) => {
                 Err(Invalid::new("on_hand", format!("must be between 0 and {LIMIT} (got {n})")))
             }
-            StockChange::Adjust(d) if d == 0 || !(-LIMIT..=LIMIT).contains(&d) => Err(Invalid::new(
-                "delta",
-                format!("must be non-zero and between -{LIMIT} and {LIMIT} (got {d})"),
-            )),
+            StockChange::Adjust(d) if d == 0 || !(-LIMIT..=LIMIT).contains(&d) => {
+                Err(Invalid::new("delta", format!("must be non-zero and between -{LIMIT} and {LIMIT} (got {d})")))
+            }
             StockChange::Fulfil(q) if !(1..=LIMIT).contains(&q) => {
                 Err(Invalid::new("quantity", format!("must be between 1 and {LIMIT} (got {q})")))
             }

@@ -5,7 +5,9 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::ids::{ItemId, LocationId, ReservationId, ShopId, Ttl};
-use crate::model::{AuditReport, ItemLevels, LocationLevel, Reservation, ReserveRequest, Reserved, StockChange, StoreStats};
+use crate::model::{
+    AuditReport, ItemLevels, LocationLevel, Reservation, ReserveRequest, Reserved, StockChange, StoreStats,
+};
 
 /// Which kind of database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

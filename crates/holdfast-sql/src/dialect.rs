@@ -7,8 +7,8 @@ use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel,
-    ReservationId, ReservationStatus, ShopId, Ttl,
+    Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel, ReservationId, ReservationStatus,
+    ShopId, Ttl,
 };
 use sqlx::{Database, Pool, Transaction};
 
@@ -96,7 +96,11 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
 
     /// Deletes up to `qty` free unit rows for each want, skipping rows other
     /// transactions hold: one round trip for the whole cart.
-    fn take_units(c: &mut Conn<Self>, shop: &ShopId, wants: &[Want]) -> impl Future<Output = sqlx::Result<Vec<Taken>>> + Send;
+    fn take_units(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        wants: &[Want],
+    ) -> impl Future<Output = sqlx::Result<Vec<Taken>>> + Send;
 
     /// Locks ledger rows in (item, location) order: the given pairs, and every
     /// location of an item paired with `None`.
@@ -107,25 +111,52 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     ) -> impl Future<Output = sqlx::Result<Vec<Ledger>>> + Send;
 
     /// Creates an empty ledger row if there is none.
-    fn ensure_ledger(c: &mut Conn<Self>, shop: &ShopId, item: &ItemId, location: &LocationId) -> impl Future<Output = sqlx::Result<()>> + Send;
+    fn ensure_ledger(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+    ) -> impl Future<Output = sqlx::Result<()>> + Send;
 
     fn write_ledger(c: &mut Conn<Self>, shop: &ShopId, row: &Ledger) -> impl Future<Output = sqlx::Result<()>> + Send;
 
     /// Expires the held reservations with units at (item, location) whose time
     /// is up, skipping those another transaction holds. Returns how many.
-    fn expire_at(c: &mut Conn<Self>, shop: &ShopId, item: &ItemId, location: &LocationId) -> impl Future<Output = sqlx::Result<u64>> + Send;
+    fn expire_at(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+    ) -> impl Future<Output = sqlx::Result<u64>> + Send;
 
     /// Marks claimed and released units of (item, location) as accounted on
     /// the ledger row and returns their sums. Caller holds the ledger lock.
-    fn fold(c: &mut Conn<Self>, shop: &ShopId, item: &ItemId, location: &LocationId) -> impl Future<Output = sqlx::Result<Folded>> + Send;
+    fn fold(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+    ) -> impl Future<Output = sqlx::Result<Folded>> + Send;
 
     /// Inserts up to `n` unit rows into free slots `0..cap`. Returns how many.
-    fn refill(c: &mut Conn<Self>, shop: &ShopId, item: &ItemId, location: &LocationId, cap: u32, n: i64) -> impl Future<Output = sqlx::Result<u64>> + Send;
+    fn refill(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+        cap: u32,
+        n: i64,
+    ) -> impl Future<Output = sqlx::Result<u64>> + Send;
 
     /// Units of (item, location) that other transactions have in flight: pool
     /// rows this transaction could not take, and expired holds it could not
     /// lock. Non-zero means "wait and retry", never "sold out".
-    fn in_flight(c: &mut Conn<Self>, shop: &ShopId, item: &ItemId, location: &LocationId) -> impl Future<Output = sqlx::Result<i64>> + Send;
+    fn in_flight(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+    ) -> impl Future<Output = sqlx::Result<i64>> + Send;
 
     /// Inserts the reservation and its held quantities. `None` when the
     /// idempotency key is taken (nothing inserted).
@@ -138,12 +169,25 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         lines: &[Allocation],
     ) -> impl Future<Output = sqlx::Result<Option<(ReservationId, DateTime<Utc>)>>> + Send;
 
-    fn find_by_key(c: &mut Conn<Self>, shop: &ShopId, key: &IdempotencyKey) -> impl Future<Output = sqlx::Result<Option<Head>>> + Send;
+    fn find_by_key(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        key: &IdempotencyKey,
+    ) -> impl Future<Output = sqlx::Result<Option<Head>>> + Send;
 
     /// Reads the reservation row, locking it when `lock` (FOR UPDATE).
-    fn head(c: &mut Conn<Self>, shop: &ShopId, id: ReservationId, lock: bool) -> impl Future<Output = sqlx::Result<Option<Head>>> + Send;
+    fn head(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        id: ReservationId,
+        lock: bool,
+    ) -> impl Future<Output = sqlx::Result<Option<Head>>> + Send;
 
-    fn lines(c: &mut Conn<Self>, shop: &ShopId, id: ReservationId) -> impl Future<Output = sqlx::Result<Vec<Allocation>>> + Send;
+    fn lines(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        id: ReservationId,
+    ) -> impl Future<Output = sqlx::Result<Vec<Allocation>>> + Send;
 
     /// Moves a held reservation to `status` and its held units to `state`
     /// (`committed` or `returned`).
@@ -155,14 +199,26 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         state: &'static str,
     ) -> impl Future<Output = sqlx::Result<()>> + Send;
 
-    fn extend(c: &mut Conn<Self>, shop: &ShopId, id: ReservationId, ttl: Ttl) -> impl Future<Output = sqlx::Result<DateTime<Utc>>> + Send;
+    fn extend(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        id: ReservationId,
+        ttl: Ttl,
+    ) -> impl Future<Output = sqlx::Result<DateTime<Utc>>> + Send;
 
     /// The sweeper's unit of work: expires up to `limit` due holds of any
     /// shop, skipping those another sweeper holds.
     fn sweep(c: &mut Conn<Self>, limit: u32) -> impl Future<Output = sqlx::Result<u64>> + Send;
 
-    fn levels(c: &mut Conn<Self>, shop: &ShopId, item: &ItemId) -> impl Future<Output = sqlx::Result<Vec<LocationLevel>>> + Send;
+    fn levels(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        item: &ItemId,
+    ) -> impl Future<Output = sqlx::Result<Vec<LocationLevel>>> + Send;
 
     /// Every ledger row's invariant terms, and units that have no ledger row.
-    fn audit(c: &mut Conn<Self>, shop: Option<&ShopId>) -> impl Future<Output = sqlx::Result<(Vec<AuditRow>, Vec<AuditRow>)>> + Send;
+    fn audit(
+        c: &mut Conn<Self>,
+        shop: Option<&ShopId>,
+    ) -> impl Future<Output = sqlx::Result<(Vec<AuditRow>, Vec<AuditRow>)>> + Send;
 }

@@ -48,9 +48,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use holdfast_core::{
-    Allocation, AuditReport, Error, ItemId, ItemLevels, LocationId, LocationLevel,
-    Reservation, ReservationId, ReservationStatus, ReserveRequest, Reserved, Shortfall, ShopId,
-    StockChange, StoreStats, Ttl,
+    Allocation, AuditReport, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation, ReservationId,
+    ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall, StockChange, StoreStats, Ttl,
 };
 use rand::Rng;
 use sqlx::Pool;
@@ -213,32 +212,28 @@ impl<D: Dialect> SqlStore<D> {
         let taken = D::take_units(&mut tx, &req.shop, &wants).await?;
 
         // Items are unique within a request, so the item names the line.
-        let line_of: BTreeMap<&ItemId, usize> =
-            req.lines.iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
+        let line_of: BTreeMap<&ItemId, usize> = req.lines.iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
         let mut held: Vec<BTreeMap<LocationId, u32>> = vec![BTreeMap::new(); req.lines.len()];
         for t in taken {
             if let Some(&i) = line_of.get(&t.item) {
                 *held[i].entry(t.location).or_default() += t.count;
             }
         }
-        let short: Vec<usize> = (0..req.lines.len())
-            .filter(|&i| total(&held[i]) < req.lines[i].quantity.get())
-            .collect();
-        if !short.is_empty() {
-            if let Err(fail) = self.slow_path(&mut tx, req, &short, &mut held).await {
-                drop(tx);
-                return match fail {
-                    // A replayed key must answer with its reservation even
-                    // when the stock has gone since.
-                    Fail::Domain(Error::InsufficientStock(s)) => {
-                        match self.replay(req).await? {
-                            Some(r) => Ok(r),
-                            None => Err(Fail::Domain(Error::InsufficientStock(s))),
-                        }
-                    }
-                    other => Err(other),
-                };
-            }
+        let short: Vec<usize> =
+            (0..req.lines.len()).filter(|&i| total(&held[i]) < req.lines[i].quantity.get()).collect();
+        if !short.is_empty()
+            && let Err(fail) = self.slow_path(&mut tx, req, &short, &mut held).await
+        {
+            drop(tx);
+            return match fail {
+                // A replayed key must answer with its reservation even
+                // when the stock has gone since.
+                Fail::Domain(Error::InsufficientStock(s)) => match self.replay(req).await? {
+                    Some(r) => Ok(r),
+                    None => Err(Fail::Domain(Error::InsufficientStock(s))),
+                },
+                other => Err(other),
+            };
         }
 
         let mut lines: Vec<Allocation> = Vec::new();
@@ -263,7 +258,13 @@ impl<D: Dialect> SqlStore<D> {
             Some((id, expires_at)) => {
                 tx.commit().await?;
                 Ok(Reserved {
-                    reservation: Reservation { id, key: req.key.clone(), status: ReservationStatus::Held, expires_at, lines },
+                    reservation: Reservation {
+                        id,
+                        key: req.key.clone(),
+                        status: ReservationStatus::Held,
+                        expires_at,
+                        lines,
+                    },
                     created: true,
                 })
             }
@@ -365,9 +366,9 @@ impl<D: Dialect> SqlStore<D> {
                     if n > 0 {
                         // Every candidate's ledger row is locked here, so the
                         // units go back to their own row's `unpooled`.
-                        let locked = ledgers
-                            .get_mut(&(line.item.clone(), loc))
-                            .ok_or_else(|| Fail::Domain(Error::Internal("units taken from an unlocked location".into())))?;
+                        let locked = ledgers.get_mut(&(line.item.clone(), loc)).ok_or_else(|| {
+                            Fail::Domain(Error::Internal("units taken from an unlocked location".into()))
+                        })?;
                         locked.row.unpooled += n as i64;
                         locked.dirty = true;
                     }
@@ -399,7 +400,12 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// Takes up to `want` units of (item, location) for a transaction that
-    /// holds the ledger lock: from `unpooled` first, then from the pool.
+    /// holds the ledger lock. Pool rows come first: while this transaction
+    /// waited for the lock, the holder before it most likely refilled the
+    /// pool, and taking those rows needs no write to the ledger row, so a
+    /// herd of short reserves passes through the lock quickly. Only when the
+    /// pool is dry are expired holds released, pending rows folded, and
+    /// units taken straight from `unpooled`.
     async fn acquire(
         &self,
         tx: &mut Conn<D>,
@@ -412,17 +418,20 @@ impl<D: Dialect> SqlStore<D> {
         let Some(locked) = ledgers.get_mut(&(item.clone(), location.clone())) else {
             return Ok(0); // nothing stocked there
         };
-        if !locked.prepared {
-            self.prepare(tx, shop, &mut locked.row).await?;
-            locked.prepared = true;
-        }
-        locked.dirty = true;
-        let from_ledger = locked.row.unpooled.min(want as i64);
-        locked.row.unpooled -= from_ledger;
-        let mut got = from_ledger as u32;
+        let wants = [Want { item: item.clone(), location: Some(location.clone()), qty: want }];
+        let mut got: u32 = D::take_units(tx, shop, &wants).await?.iter().map(|t| t.count).sum();
         if got < want {
-            let wants = [Want { item: item.clone(), location: Some(location.clone()), qty: want - got }];
-            got += D::take_units(tx, shop, &wants).await?.iter().map(|t| t.count).sum::<u32>();
+            if !locked.prepared {
+                self.prepare(tx, shop, &mut locked.row).await?;
+                locked.prepared = true;
+                locked.dirty = true;
+            }
+            let from_ledger = locked.row.unpooled.min((want - got) as i64);
+            if from_ledger > 0 {
+                locked.row.unpooled -= from_ledger;
+                locked.dirty = true;
+                got += from_ledger as u32;
+            }
         }
         Ok(got)
     }
@@ -441,7 +450,12 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Refills the pool of each ledger row from its `unpooled` units and
     /// writes the row back.
-    async fn write_back(&self, tx: &mut Conn<D>, shop: &ShopId, rows: impl Iterator<Item = Ledger>) -> Result<(), Fail> {
+    async fn write_back(
+        &self,
+        tx: &mut Conn<D>,
+        shop: &ShopId,
+        rows: impl Iterator<Item = Ledger>,
+    ) -> Result<(), Fail> {
         for mut row in rows {
             if row.unpooled > 0 {
                 let n = row.unpooled.min(self.cfg.pool_cap as i64);
@@ -505,8 +519,10 @@ impl<D: Dialect> SqlStore<D> {
             (Expired, _) => Err(Error::Expired),
             (status, op) => Err(Error::WrongStatus(status, op.verb())),
         };
-        if outcome.is_err() && head.status != Expired {
-            return Err(Fail::Domain(outcome.unwrap_err()));
+        if let Err(e) = outcome.as_ref()
+            && head.status != Expired
+        {
+            return Err(Fail::Domain(e.clone()));
         }
         let lines = D::lines(&mut tx, shop, id).await?;
         tx.commit().await?;

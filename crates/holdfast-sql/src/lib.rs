@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use holdfast_core::{
-    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation,
-    ReservationId, ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
+    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation, ReservationId,
+    ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
 };
 
 use crate::dialect::Dialect;
-pub use crate::engine::StoreConfig;
 use crate::engine::SqlStore;
+pub use crate::engine::StoreConfig;
 
 /// How to reach the database.
 #[derive(Debug, Clone)]

@@ -4,19 +4,20 @@
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel, Quantities,
-    ReservationId, ReservationStatus, ShopId, Ttl,
+    Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel, Quantities, ReservationId,
+    ReservationStatus, ShopId, Ttl,
 };
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Executor, PgPool, Postgres, Row};
 
-use crate::dialect::{Dialect, Fault, Folded, Head, Ledger, Taken, TxMode, Tx, Want};
+use crate::dialect::{Dialect, Fault, Folded, Head, Ledger, Taken, Tx, TxMode, Want};
 use crate::migrate::Migration;
 
 #[derive(Debug)]
 pub struct Pg;
 
-const MIGRATIONS: &[Migration] = &[Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") }];
+const MIGRATIONS: &[Migration] =
+    &[Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") }];
 
 macro_rules! q {
     ($name:literal) => {
@@ -106,13 +107,8 @@ impl Dialect for Pg {
         let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
         let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
         let qtys: Vec<i32> = wants.iter().map(|w| w.qty as i32).collect();
-        let rows = sqlx::query(q!("take_units"))
-            .bind(shop.as_str())
-            .bind(items)
-            .bind(locs)
-            .bind(qtys)
-            .fetch_all(c)
-            .await?;
+        let rows =
+            sqlx::query(q!("take_units")).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await?;
         rows.iter()
             .map(|r| {
                 Ok(Taken {
@@ -145,7 +141,12 @@ impl Dialect for Pg {
             .collect()
     }
 
-    async fn ensure_ledger(c: &mut PgConnection, shop: &ShopId, item: &ItemId, location: &LocationId) -> sqlx::Result<()> {
+    async fn ensure_ledger(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+    ) -> sqlx::Result<()> {
         sqlx::query(q!("ensure_ledger"))
             .bind(shop.as_str())
             .bind(item.as_str())

@@ -1,0 +1,5 @@
+//! holdfast-sql's integration tests: one binary (one link step), the shared
+//! conformance suite run against every backend on real servers.
+
+mod conformance;
+mod support;
