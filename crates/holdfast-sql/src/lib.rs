@@ -42,6 +42,19 @@ impl ConnectOptions {
     }
 }
 
+/// The embedded default: a SQLite file in the per-user data directory —
+/// `$HOLDFAST_DATA_DIR`, else `$XDG_DATA_HOME/holdfast`, else
+/// `$HOME/.local/share/holdfast` — named `holdfast.db`. `connect` creates the
+/// directory and the file on first use.
+pub fn default_database_url() -> String {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    let dir = var("HOLDFAST_DATA_DIR")
+        .or_else(|| var("XDG_DATA_HOME").map(|d| d.join("holdfast")))
+        .or_else(|| var("HOME").map(|h| h.join(".local/share/holdfast")))
+        .unwrap_or_else(|| std::path::PathBuf::from(".holdfast"));
+    format!("sqlite://{}", dir.join("holdfast.db").display())
+}
+
 /// Opens a store for `opts.url`: `postgres://…` or `postgresql://…`.
 pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
     let scheme = opts.url.split(':').next().unwrap_or_default();
