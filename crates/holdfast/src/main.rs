@@ -1,1 +1,186 @@
-fn main() {}
+//! `holdfast`: the command-line interface. Composition only: parse, open the
+//! store, call it, print.
+
+mod cli;
+mod output;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use holdfast_bench::flash_sale::{self, FlashSale};
+use holdfast_core::{Error, IdempotencyKey, ReserveRequest, ShopId, StockChange, Store, Ttl};
+use holdfast_sql::{ConnectOptions, StoreConfig};
+
+use crate::cli::{Cli, Command, DbArgs, StockCommand};
+use crate::output::Printer;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(Failure { error, json }) => {
+            Printer { json }.error(&error);
+            ExitCode::from(error.exit_code() as u8)
+        }
+    }
+}
+
+/// An error and how to print it.
+struct Failure {
+    error: Error,
+    json: bool,
+}
+
+trait OrFail<T> {
+    fn or_fail(self, json: bool) -> Result<T, Failure>;
+}
+
+impl<T, E: Into<Error>> OrFail<T> for Result<T, E> {
+    fn or_fail(self, json: bool) -> Result<T, Failure> {
+        self.map_err(|e| Failure { error: e.into(), json })
+    }
+}
+
+/// Opens the store for `--database-url`. The embedded SQLite default is
+/// created and migrated on first use; servers are migrated by `holdfast migrate`.
+async fn open(db: &DbArgs, url: Option<String>) -> Result<Arc<dyn Store>, Error> {
+    let url = url.or_else(|| db.database_url.clone()).unwrap_or_else(holdfast_sql::default_database_url);
+    let mut opts = ConnectOptions::new(&url);
+    opts.max_connections = db.max_connections;
+    opts.store = StoreConfig { pool_cap: db.pool_cap, ..StoreConfig::default() };
+    let store = holdfast_sql::connect(&opts).await?;
+    if url.starts_with("sqlite:") {
+        store.migrate().await?;
+    }
+    Ok(store)
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    let db = cli.db;
+    match cli.command {
+        Command::Migrate => {
+            let store = open(&db, None).await.or_fail(false)?;
+            store.migrate().await.or_fail(false)?;
+            println!("schema is up to date ({})", store.backend().name());
+        }
+        Command::Stock(cmd) => {
+            let (at, change) = match cmd {
+                StockCommand::Set { at, on_hand } => (at, StockChange::Set(on_hand)),
+                StockCommand::Adjust { at, delta } => (at, StockChange::Adjust(delta)),
+                StockCommand::Fulfil { at, quantity } => (at, StockChange::Fulfil(quantity)),
+            };
+            let json = at.json;
+            let change = change.validate().or_fail(json)?;
+            let store = open(&db, None).await.or_fail(json)?;
+            let level = store.change_stock(&at.shop, &at.item, &at.location, change).await.or_fail(json)?;
+            Printer { json }.level(&at.item, &level);
+        }
+        Command::Reserve(a) => {
+            let json = a.json;
+            let key = IdempotencyKey::new(a.key).or_fail(json)?;
+            let ttl = Ttl::from_secs(a.ttl).or_fail(json)?;
+            let req = ReserveRequest::new(a.shop, key, a.lines, ttl, a.allow_partial, a.allow_split).or_fail(json)?;
+            let store = open(&db, None).await.or_fail(json)?;
+            let r = store.reserve(&req).await.or_fail(json)?;
+            Printer { json }.reservation(&r.reservation, if r.created { "held" } else { "already held (replay)" });
+        }
+        Command::Claim(a) => {
+            let store = open(&db, None).await.or_fail(a.json)?;
+            let r = store.claim(&a.shop, a.id).await.or_fail(a.json)?;
+            Printer { json: a.json }.reservation(&r, "claimed");
+        }
+        Command::Release(a) => {
+            let store = open(&db, None).await.or_fail(a.json)?;
+            let r = store.release(&a.shop, a.id).await.or_fail(a.json)?;
+            Printer { json: a.json }.reservation(&r, &r.status.to_string());
+        }
+        Command::Extend(a) => {
+            let json = a.target.json;
+            let ttl = Ttl::from_secs(a.ttl).or_fail(json)?;
+            let store = open(&db, None).await.or_fail(json)?;
+            let r = store.extend(&a.target.shop, a.target.id, ttl).await.or_fail(json)?;
+            Printer { json }.reservation(&r, "extended");
+        }
+        Command::Get(a) => {
+            let store = open(&db, None).await.or_fail(a.json)?;
+            let r = store.get(&a.shop, a.id).await.or_fail(a.json)?;
+            Printer { json: a.json }.reservation(&r, &r.status.to_string());
+        }
+        Command::Expire(a) => {
+            let store = open(&db, None).await.or_fail(a.json)?;
+            let n = store.expire(a.limit).await.or_fail(a.json)?;
+            Printer { json: a.json }.expired(n);
+        }
+        Command::Levels(a) => {
+            let store = open(&db, None).await.or_fail(a.json)?;
+            let levels = store.levels(&a.shop, &a.item).await.or_fail(a.json)?;
+            Printer { json: a.json }.levels(&levels);
+        }
+        Command::Audit(a) => {
+            let store = open(&db, None).await.or_fail(a.json)?;
+            let report = store.audit(a.shop.as_ref()).await.or_fail(a.json)?;
+            Printer { json: a.json }.audit(&report);
+            if !report.ok() {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Demo(a) => return demo(&db, a).await,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The flash sale of `holdfast demo`: on a throw-away SQLite file unless
+/// `--database-url` names a database, where it uses a shop of its own.
+async fn demo(db: &DbArgs, a: cli::DemoArgs) -> Result<ExitCode, Failure> {
+    let json = a.json;
+    if !(0.0..=1.0).contains(&a.claim_ratio) {
+        let e = holdfast_core::Invalid::new("claim_ratio", "must be between 0 and 1");
+        return Err(Failure { error: e.into(), json });
+    }
+    let tmp = std::env::temp_dir().join(format!("holdfast-demo-{}", std::process::id()));
+    let url = match &db.database_url {
+        Some(u) => u.clone(),
+        None => {
+            std::fs::create_dir_all(&tmp)
+                .map_err(|e| Error::Unavailable(format!("cannot create {}: {e}", tmp.display())))
+                .or_fail(json)?;
+            format!("sqlite://{}", tmp.join("demo.db").display())
+        }
+    };
+    let store = open(db, Some(url.clone())).await.or_fail(json)?;
+    if !url.starts_with("sqlite:") {
+        store.migrate().await.or_fail(json)?;
+    }
+    let shop = ShopId::new(format!("demo-{}-{}", std::process::id(), chrono::Utc::now().timestamp())).or_fail(json)?;
+    let sale = FlashSale {
+        shop,
+        item: "limited-sneaker".parse().or_fail(json)?,
+        location: "main-warehouse".parse().or_fail(json)?,
+        stock: a.stock,
+        buyers: a.buyers,
+        concurrency: a.concurrency,
+        cart_size: a.cart_size,
+        claim_ratio: a.claim_ratio,
+        progress: !json && std::io::stderr().is_terminal(),
+    };
+    if !json {
+        println!(
+            "flash sale on {}: {} units of {}, {} buyers, {} at a time, {} per cart, {:.0}% pay",
+            store.backend().name(),
+            sale.stock,
+            sale.item,
+            sale.buyers,
+            sale.concurrency,
+            sale.cart_size,
+            sale.claim_ratio * 100.0
+        );
+    }
+    let report = flash_sale::run(store, &sale).await.or_fail(json);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let report = report?;
+    Printer { json }.flash_sale(&report);
+    Ok(if report.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}

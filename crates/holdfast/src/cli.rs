@@ -1,0 +1,220 @@
+//! Command-line arguments. Every command takes `--database-url` (env
+//! `HOLDFAST_DATABASE_URL`; default: the embedded SQLite file) and `--json`
+//! where it prints results.
+
+use clap::{Args, Parser, Subcommand};
+use holdfast_core::{Invalid, ItemId, Line, LocationId, Quantity, ReservationId, ShopId};
+
+#[derive(Debug, Parser)]
+#[command(name = "holdfast", version, about = "Oversell protection for e-commerce checkout")]
+pub struct Cli {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DbArgs {
+    /// postgres://…, mysql://… or sqlite://FILE. Default: the per-user SQLite file.
+    #[arg(long, global = true, env = "HOLDFAST_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Unit rows kept per (shop, item, location) in the pool.
+    #[arg(long, global = true, env = "HOLDFAST_POOL_CAP", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub pool_cap: u32,
+    /// Most database connections.
+    #[arg(long, global = true, env = "HOLDFAST_MAX_CONNECTIONS", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or upgrade the schema (idempotent).
+    Migrate,
+    /// Set, adjust or fulfil the stock of an item at a location.
+    #[command(subcommand)]
+    Stock(StockCommand),
+    /// Hold units for a checkout.
+    Reserve(ReserveArgs),
+    /// Payment succeeded: the held units become committed.
+    Claim(IdArgs),
+    /// Payment failed: the held units go back to stock.
+    Release(IdArgs),
+    /// Move the expiry of a live hold.
+    Extend(ExtendArgs),
+    /// Show a reservation.
+    Get(IdArgs),
+    /// One sweep: release holds past their expiry.
+    Expire(ExpireArgs),
+    /// Quantities of an item per location.
+    Levels(LevelsArgs),
+    /// Check the accounting invariant; exit 1 on a breach.
+    Audit(AuditArgs),
+    /// Run a flash sale on a throw-away database and show that no unit is
+    /// sold twice or left unsold.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StockCommand {
+    /// Set on_hand.
+    Set {
+        #[command(flatten)]
+        at: StockAt,
+        #[arg(long, allow_hyphen_values = true)]
+        on_hand: i64,
+    },
+    /// Add a delta (negative to remove) to on_hand.
+    Adjust {
+        #[command(flatten)]
+        at: StockAt,
+        #[arg(long, allow_hyphen_values = true)]
+        delta: i64,
+    },
+    /// Ship committed units: on_hand and committed both fall.
+    Fulfil {
+        #[command(flatten)]
+        at: StockAt,
+        #[arg(long, allow_hyphen_values = true)]
+        quantity: i64,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct StockAt {
+    #[arg(long)]
+    pub shop: ShopId,
+    #[arg(long)]
+    pub item: ItemId,
+    #[arg(long)]
+    pub location: LocationId,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReserveArgs {
+    #[arg(long)]
+    pub shop: ShopId,
+    /// Idempotency key, unique per shop (e.g. the checkout token).
+    #[arg(long)]
+    pub key: String,
+    /// ITEM:QTY or ITEM:QTY@LOC[,LOC…] (candidate locations in order); repeat for more lines.
+    #[arg(long = "line", required = true, value_parser = parse_line)]
+    pub lines: Vec<Line>,
+    /// Seconds the hold lives (1…86400).
+    #[arg(long, default_value_t = 600, allow_hyphen_values = true)]
+    pub ttl: i64,
+    /// Hold what there is instead of nothing.
+    #[arg(long)]
+    pub allow_partial: bool,
+    /// Fill a line from several locations.
+    #[arg(long)]
+    pub allow_split: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArgs {
+    #[arg(long)]
+    pub shop: ShopId,
+    pub id: ReservationId,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExtendArgs {
+    #[command(flatten)]
+    pub target: IdArgs,
+    #[arg(long, allow_hyphen_values = true)]
+    pub ttl: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct ExpireArgs {
+    /// Most holds released by this sweep.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub limit: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LevelsArgs {
+    #[arg(long)]
+    pub shop: ShopId,
+    #[arg(long)]
+    pub item: ItemId,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this shop (default: every shop).
+    #[arg(long)]
+    pub shop: Option<ShopId>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Units on sale.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub stock: u32,
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub buyers: u32,
+    /// Buyers in flight at once.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    /// Units per cart.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub cart_size: u32,
+    /// Share of holds that pay (the rest release).
+    #[arg(long, default_value_t = 0.8)]
+    pub claim_ratio: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `ITEM:QTY[@LOC[,LOC…]]`.
+pub fn parse_line(s: &str) -> Result<Line, String> {
+    let (item_qty, locs) = match s.split_once('@') {
+        Some((a, b)) => (a, Some(b)),
+        None => (s, None),
+    };
+    let (item, qty) = item_qty.rsplit_once(':').ok_or_else(|| format!("{s:?}: expected ITEM:QTY[@LOC[,LOC…]]"))?;
+    let item = ItemId::new(item).map_err(|e: Invalid| e.to_string())?;
+    let qty: i64 = qty.parse().map_err(|_| format!("{s:?}: quantity {qty:?} is not a whole number"))?;
+    let quantity = Quantity::new(qty).map_err(|e| e.to_string())?;
+    let locations = locs
+        .map(|l| l.split(',').map(LocationId::new).collect::<Result<Vec<_>, _>>())
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    Ok(Line { item, quantity, locations })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse() {
+        let l = parse_line("sku-1:3@wh1,wh2").unwrap();
+        assert_eq!((l.item.as_str(), l.quantity.get()), ("sku-1", 3));
+        assert_eq!(l.locations.unwrap().len(), 2);
+        assert!(parse_line("sku").is_err());
+        assert!(parse_line("sku:0").is_err());
+        assert!(parse_line("sku:x").is_err());
+        assert!(parse_line("sku:1@").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,151 @@
+//! What each command prints: a few readable lines, or one JSON object with
+//! `--json`. Errors go to stderr as `error[code]: message`, or to stdout as
+//! `{"error": code, "message": …}` with `--json`.
+
+use holdfast_bench::flash_sale::FlashSaleReport;
+use holdfast_core::{AuditReport, AuditRow, Error, ItemId, ItemLevels, LocationLevel, Reservation};
+use serde_json::json;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Printer {
+    pub json: bool,
+}
+
+impl Printer {
+    fn emit(&self, value: serde_json::Value) {
+        println!("{}", serde_json::to_string_pretty(&value).expect("JSON values serialize"));
+    }
+
+    pub fn error(&self, e: &Error) {
+        let lines = match e {
+            Error::InsufficientStock(lines) => Some(lines),
+            _ => None,
+        };
+        if self.json {
+            let mut v = json!({ "error": e.code(), "message": e.to_string() });
+            if let Some(lines) = lines {
+                v["lines"] = json!(lines);
+            }
+            self.emit(v);
+        } else {
+            eprintln!("error[{}]: {e}", e.code());
+            for l in lines.into_iter().flatten() {
+                eprintln!("  {:<24} requested {:>6}  available {:>6}", l.item.as_str(), l.requested, l.available);
+            }
+        }
+    }
+
+    pub fn reservation(&self, r: &Reservation, what: &str) {
+        if self.json {
+            self.emit(json!({
+                "id": r.id,
+                "key": r.key,
+                "status": r.status,
+                "expires_at": r.expires_at,
+                "lines": r.lines,
+            }));
+        } else {
+            println!(
+                "reservation {} {what} (key {}, status {}, expires {})",
+                r.id,
+                r.key,
+                r.status,
+                r.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+            for l in &r.lines {
+                println!("  {:<24} {:<20} {:>6}", l.item.as_str(), l.location.as_str(), l.quantity);
+            }
+        }
+    }
+
+    pub fn level(&self, item: &ItemId, l: &LocationLevel) {
+        self.levels(&ItemLevels { item: item.clone(), locations: vec![l.clone()] });
+    }
+
+    pub fn levels(&self, levels: &ItemLevels) {
+        if self.json {
+            self.emit(json!(levels));
+            return;
+        }
+        println!("item {}", levels.item);
+        if levels.locations.is_empty() {
+            println!("  no stock recorded at any location");
+            return;
+        }
+        println!("  {:<20} {:>10} {:>10} {:>10} {:>10}", "location", "on_hand", "available", "reserved", "committed");
+        for l in &levels.locations {
+            let q = l.quantities;
+            println!(
+                "  {:<20} {:>10} {:>10} {:>10} {:>10}",
+                l.location.as_str(),
+                q.on_hand,
+                q.available,
+                q.reserved,
+                q.committed
+            );
+        }
+    }
+
+    pub fn expired(&self, n: u64) {
+        if self.json {
+            self.emit(json!({ "released": n }));
+        } else {
+            println!("released {n} expired hold(s)");
+        }
+    }
+
+    pub fn audit(&self, report: &AuditReport) {
+        if self.json {
+            self.emit(json!({
+                "ok": report.ok(),
+                "checked": report.checked,
+                "breaches": report.breaches,
+                "orphans": report.orphans,
+            }));
+            return;
+        }
+        if report.ok() {
+            println!(
+                "audit ok: on_hand = unpooled + pooled + reserved + committed for all {} (shop, item, location)",
+                report.checked
+            );
+            return;
+        }
+        println!(
+            "audit FAILED: {} breach(es), {} orphan(s) in {} checked",
+            report.breaches.len(),
+            report.orphans.len(),
+            report.checked
+        );
+        let row = |kind: &str, r: &AuditRow| {
+            println!(
+                "  {kind} shop {} item {} location {}: on_hand {} vs unpooled {} + pooled {} + reserved {} + committed {}",
+                r.shop, r.item, r.location, r.on_hand, r.unpooled, r.pooled, r.reserved, r.committed
+            )
+        };
+        report.breaches.iter().for_each(|r| row("breach", r));
+        report.orphans.iter().for_each(|r| row("orphan (no ledger row)", r));
+    }
+
+    pub fn flash_sale(&self, r: &FlashSaleReport) {
+        if self.json {
+            self.emit(json!(r));
+            return;
+        }
+        println!(
+            "sold {} of {} units to {} buyers; {} turned away, {} released their hold",
+            r.sold, r.stock, r.held, r.turned_away, r.released
+        );
+        println!("oversold {}  undersold {}  errors {}  ({} left in stock)", r.oversold, r.undersold, r.errors, r.left);
+        println!(
+            "{:.0} reserves/s, {:.0} holds/s in {:.2} s; reserve latency p50 {:.1} ms  p95 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
+            r.throughput, r.holds_per_second, r.seconds, r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms
+        );
+        println!("{} retries, {} deadlocks", r.retries, r.deadlocks);
+        println!(
+            "audit {}",
+            if r.audit_ok { "ok: every unit is on the ledger, in the pool, held or sold" } else { "FAILED" }
+        );
+        println!("{}", if r.ok() { "PASS: every unit sold exactly once" } else { "FAIL" });
+    }
+}
