@@ -1,11 +1,12 @@
 //! holdfast's SQL stores. The algorithm lives once in `engine`; each dialect
-//! module (`postgres`, later `mysql` and `sqlite`) supplies its SQL text and
+//! module (`postgres`, `sqlite`, later `mysql`) supplies its SQL text and
 //! migrations behind the `Dialect` trait.
 
 mod dialect;
 mod engine;
 mod migrate;
 mod postgres;
+mod sqlite;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,20 +43,9 @@ impl ConnectOptions {
     }
 }
 
-/// The embedded default: a SQLite file in the per-user data directory —
-/// `$HOLDFAST_DATA_DIR`, else `$XDG_DATA_HOME/holdfast`, else
-/// `$HOME/.local/share/holdfast` — named `holdfast.db`. `connect` creates the
-/// directory and the file on first use.
-pub fn default_database_url() -> String {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
-    let dir = var("HOLDFAST_DATA_DIR")
-        .or_else(|| var("XDG_DATA_HOME").map(|d| d.join("holdfast")))
-        .or_else(|| var("HOME").map(|h| h.join(".local/share/holdfast")))
-        .unwrap_or_else(|| std::path::PathBuf::from(".holdfast"));
-    format!("sqlite://{}", dir.join("holdfast.db").display())
-}
-
-/// Opens a store for `opts.url`: `postgres://…` or `postgresql://…`.
+/// Opens a store for `opts.url`: `postgres://…` or `postgresql://…`, or
+/// `sqlite://path`, `sqlite:path` or `sqlite::memory:` (the file and its
+/// directory are created when missing; see [`default_database_url`]).
 pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
     let scheme = opts.url.split(':').next().unwrap_or_default();
     match scheme {
@@ -68,11 +58,36 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
                 .map_err(|e| Error::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
             Ok(Arc::new(SqlStore::<postgres::Pg>::new(pool, opts.store.clone())))
         }
+        "sqlite" => {
+            let pool = sqlite::pool(opts).await?;
+            Ok(Arc::new(SqlStore::<sqlite::Lite>::new(pool, opts.store.clone())))
+        }
         other => Err(Error::Invalid(holdfast_core::Invalid::new(
             "database_url",
-            format!("unsupported scheme {other:?}; use postgres://"),
+            format!("unsupported scheme {other:?}; use postgres:// or sqlite://"),
         ))),
     }
+}
+
+/// The database every command uses when given no URL: the SQLite file
+/// `holdfast.db` in the per-user data directory, which is the first of
+///
+/// 1. `$HOLDFAST_DATA_DIR`,
+/// 2. `$XDG_DATA_HOME/holdfast`,
+/// 3. `$HOME/.local/share/holdfast`,
+/// 4. `.holdfast` under the current directory, when none of these is set
+///
+/// (an empty variable counts as unset). The directory and the file are created
+/// by [`connect`] on first use; the caller migrates.
+pub fn default_database_url() -> String {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(std::path::PathBuf::from);
+    let dir = var("HOLDFAST_DATA_DIR")
+        .or_else(|| var("XDG_DATA_HOME").map(|d| d.join("holdfast")))
+        .or_else(|| var("HOME").map(|d| d.join(".local/share/holdfast")))
+        .unwrap_or_else(|| std::path::PathBuf::from(".holdfast"));
+    // sqlx percent-decodes the path and ends it at `?`: escape those.
+    let path = dir.join("holdfast.db").to_string_lossy().replace('%', "%25").replace('?', "%3F").replace('#', "%23");
+    format!("sqlite://{path}")
 }
 
 #[async_trait]

@@ -589,3 +589,7 @@ macro_rules! suite {
 mod postgres {
     suite!(Postgres);
 }
+
+mod sqlite {
+    suite!(Sqlite);
+}

@@ -1,0 +1,4 @@
+SELECT id, idempotency_key, fingerprint, status, expires_at,
+       expires_at <= unixepoch('subsec') * 1000 AS expired
+FROM reservations
+WHERE shop_id = ?1 AND idempotency_key = ?2

@@ -1,0 +1,26 @@
+-- Quantities per location with plain reads in one statement (one snapshot).
+-- SQLite has no LATERAL: the pool and the open holds of the item are grouped
+-- by location once and joined.
+SELECT l.location_id,
+       l.on_hand,
+       l.unpooled + COALESCE(q.returned, 0) + COALESCE(p.n, 0) AS available,
+       COALESCE(q.held, 0) AS reserved,
+       l.committed + COALESCE(q.committed, 0) AS committed
+FROM inventory_levels l
+LEFT JOIN (
+    SELECT u.location_id, count(*) AS n
+    FROM reservation_units u
+    WHERE u.shop_id = ?1 AND u.item_id = ?2
+    GROUP BY u.location_id
+) p ON p.location_id = l.location_id
+LEFT JOIN (
+    SELECT q.location_id,
+           sum(q.quantity) FILTER (WHERE q.state = 'held') AS held,
+           sum(q.quantity) FILTER (WHERE q.state = 'committed') AS committed,
+           sum(q.quantity) FILTER (WHERE q.state = 'returned') AS returned
+    FROM reserved_quantities q
+    WHERE q.shop_id = ?1 AND q.item_id = ?2 AND q.state IN ('held', 'committed', 'returned')
+    GROUP BY q.location_id
+) q ON q.location_id = l.location_id
+WHERE l.shop_id = ?1 AND l.item_id = ?2
+ORDER BY l.location_id
