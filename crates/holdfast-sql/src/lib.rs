@@ -5,6 +5,7 @@
 mod dialect;
 mod engine;
 mod migrate;
+mod mysql;
 mod postgres;
 mod sqlite;
 
@@ -57,6 +58,20 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
                 .await
                 .map_err(|e| Error::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
             Ok(Arc::new(SqlStore::<postgres::Pg>::new(pool, opts.store.clone())))
+        }
+        "mysql" | "mariadb" => {
+            // sqlx knows only mysql://; MariaDB speaks the same protocol.
+            let url = match opts.url.strip_prefix("mariadb:") {
+                Some(rest) => format!("mysql:{rest}"),
+                None => opts.url.clone(),
+            };
+            let pool = sqlx::mysql::MySqlPoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(opts.acquire_timeout)
+                .connect(&url)
+                .await
+                .map_err(|e| Error::Unavailable(format!("cannot connect to MySQL/MariaDB: {e}")))?;
+            Ok(Arc::new(SqlStore::<mysql::My>::new(pool, opts.store.clone())))
         }
         "sqlite" => {
             let pool = sqlite::pool(opts).await?;

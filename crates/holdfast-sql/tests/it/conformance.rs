@@ -593,3 +593,7 @@ mod postgres {
 mod sqlite {
     suite!(Sqlite);
 }
+
+mod mysql {
+    suite!(MySql);
+}

@@ -1,0 +1,10 @@
+-- After a reserve came up short under the ledger lock: units of this (item,
+-- location) that other transactions have in flight. Pool rows still visible
+-- here are locked by transactions that may roll back; held rows of expired
+-- holds are in a sweeper's or a claim's hands. Plain reads, no locks.
+SELECT (SELECT COUNT(*) FROM reservation_units u
+        WHERE u.shop_id = ? AND u.item_id = ? AND u.location_id = ?)
+     + (SELECT COUNT(*) FROM reserved_quantities q
+        JOIN reservations r ON r.shop_id = q.shop_id AND r.id = q.reservation_id
+        WHERE q.shop_id = ? AND q.item_id = ? AND q.location_id = ?
+          AND q.state = 'held' AND r.expires_at <= UTC_TIMESTAMP(6)) AS n
