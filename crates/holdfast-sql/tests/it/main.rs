@@ -2,4 +2,5 @@
 //! conformance suite run against every backend on real servers.
 
 mod conformance;
+mod mysql_locks;
 mod support;
