@@ -102,6 +102,32 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         wants: &[Want],
     ) -> impl Future<Output = sqlx::Result<Vec<Taken>>> + Send;
 
+    /// Like [`Dialect::take_units`], but waits for rows other transactions
+    /// hold instead of skipping them. Only called under the ledger lock, and
+    /// only the fast path holds pool rows without it, which never waits for
+    /// a ledger lock while it does. A dialect without row locks (a single
+    /// writer) has nothing to wait for and keeps this default.
+    fn take_units_waiting(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        wants: &[Want],
+    ) -> impl Future<Output = sqlx::Result<Vec<Taken>>> + Send {
+        Self::take_units(c, shop, wants)
+    }
+
+    /// Units of each matching (item, location) that no live hold has, read
+    /// in one snapshot without locks (`spec` as in [`Dialect::lock_ledgers`]).
+    /// `None`: the dialect has no such cheap check, and a short reserve always
+    /// takes the slow path to find out.
+    fn available(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> impl Future<Output = sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>>> + Send {
+        let _ = (c, shop, spec);
+        async { Ok(None) }
+    }
+
     /// Locks ledger rows in (item, location) order: the given pairs, and every
     /// location of an item paired with `None`.
     fn lock_ledgers(

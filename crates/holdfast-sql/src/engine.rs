@@ -192,12 +192,20 @@ impl<D: Dialect> SqlStore<D> {
         self.retrying(true, || self.reserve_once(req)).await
     }
 
-    /// One attempt of a reserve, in one transaction.
+    /// One attempt of a reserve.
     ///
     /// Fast path: one statement takes, for every line, units from the pool of
     /// its first candidate location with `SKIP LOCKED`. When every line is
     /// filled, the hold is inserted and the transaction commits: no ledger
-    /// row is touched. Otherwise the slow path runs for the short lines.
+    /// row is touched.
+    ///
+    /// Otherwise the fast path rolls back *before* anything waits for a
+    /// ledger lock, and the slow path runs in a new transaction. So a
+    /// transaction that holds pool rows never waits for a ledger lock, and a
+    /// slow-path transaction (which holds the ledger lock) may safely wait for
+    /// the pool rows that fast-path transactions still hold: they finish
+    /// without waiting for it. Without this rule, short carts holding a few
+    /// units each would wait on each other at sell-out and retry forever.
     async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let wants: Vec<Want> = req
@@ -210,7 +218,6 @@ impl<D: Dialect> SqlStore<D> {
             })
             .collect();
         let taken = D::take_units(&mut tx, &req.shop, &wants).await?;
-
         // Items are unique within a request, so the item names the line.
         let line_of: BTreeMap<&ItemId, usize> = req.lines.iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
         let mut held: Vec<BTreeMap<LocationId, u32>> = vec![BTreeMap::new(); req.lines.len()];
@@ -219,23 +226,80 @@ impl<D: Dialect> SqlStore<D> {
                 *held[i].entry(t.location).or_default() += t.count;
             }
         }
-        let short: Vec<usize> =
-            (0..req.lines.len()).filter(|&i| total(&held[i]) < req.lines[i].quantity.get()).collect();
-        if !short.is_empty()
-            && let Err(fail) = self.slow_path(&mut tx, req, &short, &mut held).await
-        {
-            drop(tx);
-            return match fail {
-                // A replayed key must answer with its reservation even
-                // when the stock has gone since.
-                Fail::Domain(Error::InsufficientStock(s)) => match self.replay(req).await? {
-                    Some(r) => Ok(r),
-                    None => Err(Fail::Domain(Error::InsufficientStock(s))),
-                },
-                other => Err(other),
-            };
+        if (0..req.lines.len()).all(|i| total(&held[i]) == req.lines[i].quantity.get()) {
+            return self.insert_hold(tx, req, &held).await;
         }
+        tx.rollback().await?;
 
+        let spec = candidate_spec(req);
+        let verdict = match self.sold_out(req, &spec).await? {
+            Some(shortfalls) => Err(Fail::Domain(Error::InsufficientStock(shortfalls))),
+            None => {
+                let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+                let mut held = vec![BTreeMap::new(); req.lines.len()];
+                match self.slow_path(&mut tx, req, &spec, &mut held).await {
+                    Ok(()) => return self.insert_hold(tx, req, &held).await,
+                    Err(fail) => Err(fail),
+                }
+            }
+        };
+        match verdict {
+            // A replayed key must answer with its reservation even when the
+            // stock has gone since.
+            Err(Fail::Domain(Error::InsufficientStock(s))) => match self.replay(req).await? {
+                Some(r) => Ok(r),
+                None => Err(Fail::Domain(Error::InsufficientStock(s))),
+            },
+            other => other,
+        }
+    }
+
+    /// The cheap answer for a sold-out item: from one lock-free snapshot,
+    /// the shortfalls when the request cannot be met even if every unit no
+    /// live hold has were free; `None` when it might be (or the dialect
+    /// cannot tell), and the slow path must find out.
+    async fn sold_out(
+        &self,
+        req: &ReserveRequest,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> Result<Option<Vec<Shortfall>>, Fail> {
+        let mut c = self.pool.acquire().await?;
+        let Some(rows) = D::available(&mut c, &req.shop, spec).await? else {
+            return Ok(None);
+        };
+        let mut shortfalls = Vec::new();
+        let mut any_short = false;
+        let mut any_units = false;
+        for line in &req.lines {
+            let at = |loc: &LocationId| {
+                rows.iter().find(|(i, l, _)| i == &line.item && l == loc).map(|r| r.2.max(0)).unwrap_or(0)
+            };
+            let per_location: Vec<i64> = match &line.locations {
+                Some(locs) => locs.iter().map(at).collect(),
+                None => rows.iter().filter(|(i, _, _)| i == &line.item).map(|r| r.2.max(0)).collect(),
+            };
+            let best =
+                if req.allow_split { per_location.iter().sum() } else { per_location.into_iter().max().unwrap_or(0) };
+            let qty = line.quantity.get();
+            any_short |= best < qty as i64;
+            any_units |= best > 0;
+            shortfalls.push(Shortfall {
+                item: line.item.clone(),
+                requested: qty,
+                available: best.min(qty as i64) as u32,
+            });
+        }
+        let hopeless = if req.allow_partial { !any_units } else { any_short };
+        Ok(hopeless.then_some(shortfalls))
+    }
+
+    /// Lock order step 4: inserts the hold for the units taken, and commits.
+    async fn insert_hold(
+        &self,
+        mut tx: crate::dialect::Tx<D>,
+        req: &ReserveRequest,
+        held: &[BTreeMap<LocationId, u32>],
+    ) -> Result<Reserved, Fail> {
         let mut lines: Vec<Allocation> = Vec::new();
         for (i, h) in held.iter().enumerate() {
             for (loc, &n) in h {
@@ -250,7 +314,7 @@ impl<D: Dialect> SqlStore<D> {
             drop(tx);
             return match self.replay(req).await? {
                 Some(r) => Ok(r),
-                None => Err(Fail::Domain(Error::InsufficientStock(shortfalls(req, &held)))),
+                None => Err(Fail::Domain(Error::InsufficientStock(shortfalls(req, held)))),
             };
         }
         let fingerprint = req.fingerprint();
@@ -295,38 +359,26 @@ impl<D: Dialect> SqlStore<D> {
         Ok(Some(Reserved { reservation: reservation(head, lines), created: false }))
     }
 
-    /// The short lines of a reserve, under the ledger locks of all their
-    /// candidate locations (taken at once, in lock order). For each candidate
-    /// in order: release its expired holds, fold pending rows into the ledger
-    /// row, take units from `unpooled`, then from pool rows other refills
-    /// committed meanwhile. Afterwards the pool of every ledger row touched is
+    /// A reserve under the ledger locks of every candidate location of every
+    /// line (taken at once, in lock order). For each candidate in order, see
+    /// [`Self::acquire`]. Afterwards the pool of every ledger row touched is
     /// refilled, so only one transaction per (item, location) refills at a
     /// time and the others find rows instead of queueing here.
     async fn slow_path(
         &self,
         tx: &mut Conn<D>,
         req: &ReserveRequest,
-        short: &[usize],
+        spec: &[(ItemId, Option<LocationId>)],
         held: &mut [BTreeMap<LocationId, u32>],
     ) -> Result<(), Fail> {
-        let spec: Vec<(ItemId, Option<LocationId>)> = short
-            .iter()
-            .flat_map(|&i| {
-                let line = &req.lines[i];
-                match &line.locations {
-                    Some(locs) => locs.iter().map(|l| (line.item.clone(), Some(l.clone()))).collect(),
-                    None => vec![(line.item.clone(), None)],
-                }
-            })
-            .collect();
-        let mut ledgers: BTreeMap<Key, Locked> = D::lock_ledgers(tx, &req.shop, &spec)
+        let mut ledgers: BTreeMap<Key, Locked> = D::lock_ledgers(tx, &req.shop, spec)
             .await?
             .into_iter()
             .map(|row| ((row.item.clone(), row.location.clone()), Locked { row, prepared: false, dirty: false }))
             .collect();
 
         let mut still_short: Vec<(usize, Vec<LocationId>)> = Vec::new();
-        for &i in short {
+        for i in 0..req.lines.len() {
             let line = &req.lines[i];
             let qty = line.quantity.get();
             let candidates: Vec<LocationId> = match &line.locations {
@@ -403,9 +455,11 @@ impl<D: Dialect> SqlStore<D> {
     /// holds the ledger lock. Pool rows come first: while this transaction
     /// waited for the lock, the holder before it most likely refilled the
     /// pool, and taking those rows needs no write to the ledger row, so a
-    /// herd of short reserves passes through the lock quickly. Only when the
-    /// pool is dry are expired holds released, pending rows folded, and
-    /// units taken straight from `unpooled`.
+    /// herd of short reserves passes through the lock quickly. When the pool
+    /// is dry: release expired holds, fold pending rows, take units straight
+    /// from `unpooled`; and last, wait for pool rows that fast-path
+    /// transactions still hold (they commit or roll back without waiting for
+    /// anything this transaction holds), so that what is left is really gone.
     async fn acquire(
         &self,
         tx: &mut Conn<D>,
@@ -432,6 +486,10 @@ impl<D: Dialect> SqlStore<D> {
                 locked.dirty = true;
                 got += from_ledger as u32;
             }
+        }
+        if got < want {
+            let wants = [Want { item: item.clone(), location: Some(location.clone()), qty: want - got }];
+            got += D::take_units_waiting(tx, shop, &wants).await?.iter().map(|t| t.count).sum::<u32>();
         }
         Ok(got)
     }
@@ -619,14 +677,22 @@ impl<D: Dialect> SqlStore<D> {
                     let from_ledger = row.unpooled.min(need);
                     row.unpooled -= from_ledger;
                     need -= from_ledger;
-                    while need > 0 {
-                        let qty = need.min(self.cfg.pool_cap.max(1) as i64) as u32;
-                        let wants = [Want { item: item.clone(), location: Some(location.clone()), qty }];
-                        let got: i64 = D::take_units(&mut tx, shop, &wants).await?.iter().map(|t| t.count as i64).sum();
-                        if got == 0 {
-                            break;
+                    // Free rows first, then rows fast-path reserves still
+                    // hold (they may roll back), as in `acquire`.
+                    for waiting in [false, true] {
+                        while need > 0 {
+                            let qty = need.min(self.cfg.pool_cap.max(1) as i64) as u32;
+                            let wants = [Want { item: item.clone(), location: Some(location.clone()), qty }];
+                            let taken = match waiting {
+                                false => D::take_units(&mut tx, shop, &wants).await?,
+                                true => D::take_units_waiting(&mut tx, shop, &wants).await?,
+                            };
+                            let got: i64 = taken.iter().map(|t| t.count as i64).sum();
+                            if got == 0 {
+                                break;
+                            }
+                            need -= got;
                         }
-                        need -= got;
                     }
                     if need > 0 {
                         if D::in_flight(&mut tx, shop, item, location).await? > 0 {
@@ -687,6 +753,18 @@ impl Settle {
             Settle::Extend(_) => "extended",
         }
     }
+}
+
+/// Every candidate (item, location) of a request; `None` stands for every
+/// location of the item.
+fn candidate_spec(req: &ReserveRequest) -> Vec<(ItemId, Option<LocationId>)> {
+    req.lines
+        .iter()
+        .flat_map(|line| match &line.locations {
+            Some(locs) => locs.iter().map(|l| (line.item.clone(), Some(l.clone()))).collect(),
+            None => vec![(line.item.clone(), None)],
+        })
+        .collect()
 }
 
 fn total(h: &BTreeMap<LocationId, u32>) -> u32 {

@@ -2,6 +2,8 @@
 //! PostgreSQL's default: every statement sees what committed before it, which
 //! the slow path relies on to find rows other refills committed meanwhile.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use holdfast_core::{
     Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel, Quantities, ReservationId,
@@ -45,6 +47,30 @@ fn head(row: &PgRow) -> sqlx::Result<Head> {
         expires_at: row.try_get("expires_at")?,
         expired: row.try_get("expired")?,
     })
+}
+
+/// `take_units.sql` with a plain `FOR UPDATE`: the same statement, waiting for
+/// rows other transactions hold instead of skipping them.
+static TAKE_UNITS_WAITING: LazyLock<String> = LazyLock::new(|| {
+    let sql = q!("take_units");
+    assert!(sql.contains("\n        FOR UPDATE SKIP LOCKED\n"));
+    sql.replacen("\n        FOR UPDATE SKIP LOCKED\n", "\n        FOR UPDATE\n", 1)
+});
+
+async fn take(c: &mut PgConnection, shop: &ShopId, wants: &[Want], sql: &'static str) -> sqlx::Result<Vec<Taken>> {
+    let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
+    let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
+    let qtys: Vec<i32> = wants.iter().map(|w| w.qty as i32).collect();
+    let rows = sqlx::query(sql).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Taken {
+                item: name(r, "item_id")?,
+                location: name(r, "location_id")?,
+                count: r.try_get::<i64, _>("n")? as u32,
+            })
+        })
+        .collect()
 }
 
 impl Dialect for Pg {
@@ -104,20 +130,11 @@ impl Dialect for Pg {
     }
 
     async fn take_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
-        let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
-        let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
-        let qtys: Vec<i32> = wants.iter().map(|w| w.qty as i32).collect();
-        let rows =
-            sqlx::query(q!("take_units")).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Taken {
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    count: r.try_get::<i64, _>("n")? as u32,
-                })
-            })
-            .collect()
+        take(c, shop, wants, q!("take_units")).await
+    }
+
+    async fn take_units_waiting(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
+        take(c, shop, wants, &TAKE_UNITS_WAITING).await
     }
 
     async fn lock_ledgers(
@@ -139,6 +156,21 @@ impl Dialect for Pg {
                 })
             })
             .collect()
+    }
+
+    async fn available(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>> {
+        let items: Vec<String> = spec.iter().map(|(i, _)| text(i)).collect();
+        let locs: Vec<Option<String>> = spec.iter().map(|(_, l)| l.as_ref().map(text)).collect();
+        let rows = sqlx::query(q!("available")).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
+        let rows = rows
+            .iter()
+            .map(|r| Ok((name(r, "item_id")?, name(r, "location_id")?, r.try_get::<i64, _>("available")?)))
+            .collect::<sqlx::Result<Vec<_>>>()?;
+        Ok(Some(rows))
     }
 
     async fn ensure_ledger(

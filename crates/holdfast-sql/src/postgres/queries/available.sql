@@ -1,0 +1,22 @@
+-- After the fast path came up short, before anything is locked: the units of
+-- each candidate (item, location) that no live hold has, in one snapshot:
+-- ledger, pool (rows that in-flight reserves have deleted still count), units
+-- released but not yet folded, and units of expired holds. When a line cannot
+-- be filled even from these, the answer is `insufficient_stock` without taking
+-- the ledger lock: at this snapshot no more units were unreserved.
+SELECT l.item_id, l.location_id,
+       l.unpooled
+       + (SELECT count(*) FROM reservation_units u
+          WHERE u.shop_id = l.shop_id AND u.item_id = l.item_id AND u.location_id = l.location_id)
+       + COALESCE((SELECT sum(q.quantity) FROM reserved_quantities q
+                   LEFT JOIN reservations r ON r.shop_id = q.shop_id AND r.id = q.reservation_id
+                   WHERE q.shop_id = l.shop_id AND q.item_id = l.item_id AND q.location_id = l.location_id
+                     AND (q.state = 'returned' OR (q.state = 'held' AND r.expires_at <= now()))), 0)
+       AS available
+FROM inventory_levels l
+WHERE l.shop_id = $1
+  AND l.item_id = ANY ($2::text[])
+  AND EXISTS (
+      SELECT 1 FROM unnest($2::text[], $3::text[]) AS w (item_id, location_id)
+      WHERE w.item_id = l.item_id AND (w.location_id IS NULL OR w.location_id = l.location_id))
+ORDER BY l.item_id, l.location_id
