@@ -378,14 +378,12 @@ impl<D: Dialect> SqlStore<D> {
             .collect();
 
         let mut still_short: Vec<(usize, Vec<LocationId>)> = Vec::new();
-        for i in 0..req.lines.len() {
-            let line = &req.lines[i];
+        for (i, (line, h)) in req.lines.iter().zip(held.iter_mut()).enumerate() {
             let qty = line.quantity.get();
             let candidates: Vec<LocationId> = match &line.locations {
                 Some(locs) => locs.clone(),
                 None => ledgers.keys().filter(|(it, _)| it == &line.item).map(|(_, l)| l.clone()).collect(),
             };
-            let h = &mut held[i];
             if req.allow_split {
                 for loc in &candidates {
                     let want = qty - total(h);
