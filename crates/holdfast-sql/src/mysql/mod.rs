@@ -113,28 +113,90 @@ fn split_doc(sql: &str) -> (&str, &str) {
 }
 
 /// The whole cart's take as one statement: the branch of `take_units.sql`
-/// once per want, joined with UNION ALL, its comment once on top.
-fn take_units_sql(n: usize) -> String {
+/// once per want, joined with UNION ALL, its comment once on top. `waiting`:
+/// a plain FOR UPDATE that waits for rows other transactions hold
+/// ([`Dialect::take_units_waiting`]) instead of skipping them.
+fn take_units_sql(n: usize, waiting: bool) -> String {
     let (doc, branch) = split_doc(q!("take_units"));
     let branch = branch.trim_end();
+    debug_assert!(branch.ends_with("FOR UPDATE SKIP LOCKED)"));
+    let branch = if waiting { branch.replacen("FOR UPDATE SKIP LOCKED)", "FOR UPDATE)", 1) } else { branch.into() };
     let mut sql = String::with_capacity(doc.len() + n * (branch.len() + 11));
     sql.push_str(doc);
     for i in 0..n {
         if i > 0 {
             sql.push_str("\nUNION ALL\n");
         }
-        sql.push_str(branch);
+        sql.push_str(&branch);
     }
     sql
 }
 
-/// `lock_ledgers.sql` with one primary-key range per candidate.
-fn lock_ledgers_sql(spec: &[(ItemId, Option<LocationId>)]) -> String {
+/// A statement with a `/* ranges */` marker (`lock_ledgers.sql`,
+/// `available.sql`), filled with one primary-key range per candidate and
+/// bound: the shop, then each candidate's item and location.
+fn ranges_query<'q>(
+    template: &str,
+    shop: &'q ShopId,
+    spec: &'q [(ItemId, Option<LocationId>)],
+    sql: &'q mut String,
+) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
     let ranges: Vec<&str> = spec
         .iter()
         .map(|(_, l)| if l.is_some() { "(l.item_id = ? AND l.location_id = ?)" } else { "(l.item_id = ?)" })
         .collect();
-    q!("lock_ledgers").replace("/* ranges */", &ranges.join(" OR "))
+    *sql = template.replace("/* ranges */", &ranges.join(" OR "));
+    let mut query = sqlx::query(sql.as_str()).bind(shop.as_str());
+    for (item, location) in spec {
+        query = query.bind(item.as_str());
+        if let Some(l) = location {
+            query = query.bind(l.as_str());
+        }
+    }
+    query
+}
+
+/// Takes and deletes unit rows for every want: one locking SELECT for the
+/// whole cart, then one DELETE naming the rows it locked.
+async fn take(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want], waiting: bool) -> sqlx::Result<Vec<Taken>> {
+    if wants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = take_units_sql(wants.len(), waiting);
+    let mut query = sqlx::query(&sql);
+    for w in wants {
+        query = query
+            .bind(shop.as_str())
+            .bind(w.item.as_str())
+            .bind(w.location.as_ref().map(|l| l.as_str()))
+            .bind(shop.as_str())
+            .bind(w.item.as_str())
+            .bind(w.qty as i64);
+    }
+    let rows = query.fetch_all(&mut *c).await?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut counts: BTreeMap<(String, String), u32> = BTreeMap::new();
+    let mut picked = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let item = ascii(r, "item_id")?;
+        let location = ascii(r, "location_id")?;
+        picked.push(json!({"item": item, "location": location, "id": r.try_get::<i32, _>("id")?}));
+        *counts.entry((item, location)).or_default() += 1;
+    }
+    sqlx::query(q!("delete_units"))
+        .bind(serde_json::Value::Array(picked).to_string())
+        .bind(shop.as_str())
+        .execute(&mut *c)
+        .await?;
+    counts
+        .into_iter()
+        .map(|((item, location), count)| {
+            let bad = |e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e));
+            Ok(Taken { item: item.parse().map_err(bad)?, location: location.parse().map_err(bad)?, count })
+        })
+        .collect()
 }
 
 /// Expires the holds a locking read returned as (shop_id, id) rows.
@@ -223,44 +285,11 @@ impl Dialect for My {
     }
 
     async fn take_units(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
-        if wants.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = take_units_sql(wants.len());
-        let mut query = sqlx::query(&sql);
-        for w in wants {
-            query = query
-                .bind(shop.as_str())
-                .bind(w.item.as_str())
-                .bind(w.location.as_ref().map(|l| l.as_str()))
-                .bind(shop.as_str())
-                .bind(w.item.as_str())
-                .bind(w.qty as i64);
-        }
-        let rows = query.fetch_all(&mut *c).await?;
-        if rows.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut counts: BTreeMap<(String, String), u32> = BTreeMap::new();
-        let mut picked = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let item = ascii(r, "item_id")?;
-            let location = ascii(r, "location_id")?;
-            picked.push(json!({"item": item, "location": location, "id": r.try_get::<i32, _>("id")?}));
-            *counts.entry((item, location)).or_default() += 1;
-        }
-        sqlx::query(q!("delete_units"))
-            .bind(serde_json::Value::Array(picked).to_string())
-            .bind(shop.as_str())
-            .execute(&mut *c)
-            .await?;
-        counts
-            .into_iter()
-            .map(|((item, location), count)| {
-                let bad = |e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e));
-                Ok(Taken { item: item.parse().map_err(bad)?, location: location.parse().map_err(bad)?, count })
-            })
-            .collect()
+        take(c, shop, wants, false).await
+    }
+
+    async fn take_units_waiting(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
+        take(c, shop, wants, true).await
     }
 
     async fn lock_ledgers(
@@ -271,14 +300,8 @@ impl Dialect for My {
         if spec.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = lock_ledgers_sql(spec);
-        let mut query = sqlx::query(&sql).bind(shop.as_str());
-        for (item, location) in spec {
-            query = query.bind(item.as_str());
-            if let Some(l) = location {
-                query = query.bind(l.as_str());
-            }
-        }
+        let mut sql = String::new();
+        let query = ranges_query(q!("lock_ledgers"), shop, spec, &mut sql);
         let rows = query.fetch_all(c).await?;
         rows.iter()
             .map(|r| {
@@ -291,6 +314,23 @@ impl Dialect for My {
                 })
             })
             .collect()
+    }
+
+    async fn available(
+        c: &mut MySqlConnection,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>> {
+        if spec.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let mut sql = String::new();
+        let rows = ranges_query(q!("available"), shop, spec, &mut sql).fetch_all(c).await?;
+        let rows = rows
+            .iter()
+            .map(|r| Ok((name(r, "item_id")?, name(r, "location_id")?, r.try_get::<i64, _>("available")?)))
+            .collect::<sqlx::Result<Vec<_>>>()?;
+        Ok(Some(rows))
     }
 
     async fn ensure_ledger(

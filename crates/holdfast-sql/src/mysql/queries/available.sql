@@ -1,0 +1,20 @@
+-- After the fast path came up short, before anything is locked: the units of
+-- each candidate (item, location) that no live hold has, in one statement
+-- (one consistent read, no locks): ledger, pool (rows that in-flight
+-- reserves have deleted still count), units released but not yet folded,
+-- and units of expired holds. When a line cannot be filled even from these,
+-- the answer is `insufficient_stock` without taking the ledger lock.
+-- The /* ranges */ marker is filled as in lock_ledgers.sql.
+SELECT l.item_id, l.location_id,
+       CAST(l.unpooled
+            + (SELECT COUNT(*) FROM reservation_units u
+               WHERE u.shop_id = l.shop_id AND u.item_id = l.item_id AND u.location_id = l.location_id)
+            + COALESCE((SELECT SUM(q.quantity) FROM reserved_quantities q
+                        LEFT JOIN reservations r ON r.shop_id = q.shop_id AND r.id = q.reservation_id
+                        WHERE q.shop_id = l.shop_id AND q.item_id = l.item_id AND q.location_id = l.location_id
+                          AND (q.state = 'returned'
+                               OR (q.state = 'held' AND r.expires_at <= UTC_TIMESTAMP(6)))), 0)
+            AS SIGNED) AS available
+FROM inventory_levels l
+WHERE l.shop_id = ? AND (/* ranges */)
+ORDER BY l.item_id, l.location_id
