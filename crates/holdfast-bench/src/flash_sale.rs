@@ -1,62 +1,73 @@
 //! A flash sale: many buyers, one hot item, a fixed stock. Each buyer reserves
-//! a cart, then pays (claim) or gives up (release). What the buyers were told
-//! is counted here, independently of the store, and checked against the final
-//! ledger: `oversold` and `undersold` must both be 0.
+//! a cart, then pays (claim), gives up (release), or — with `settle: false` —
+//! leaves the hold open. What the buyers were told is counted here,
+//! independently of the target, and checked against the target's books at the
+//! end: `oversold` and `undersold` must both be 0 for a run to count.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use holdfast_core::{
-    Error, IdempotencyKey, ItemId, Line, LocationId, Quantity, ReserveRequest, ShopId, StockChange, Store, Ttl,
-};
+use holdfast_core::Error;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::Rng;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
+use crate::target::Target;
+
 #[derive(Debug, Clone)]
 pub struct FlashSale {
-    pub shop: ShopId,
-    pub item: ItemId,
-    pub location: LocationId,
     pub stock: u32,
-    pub buyers: u32,
+    /// Most buyers; the sale also ends at `duration` when one is given.
+    pub buyers: u64,
+    pub duration: Option<Duration>,
+    /// Buyers in flight at once.
     pub concurrency: u32,
     /// Units in each buyer's cart.
     pub cart_size: u32,
     /// Share of holds that pay; the others release.
     pub claim_ratio: f64,
+    /// `false`: holds are neither claimed nor released (a pure reserve load).
+    pub settle: bool,
+    /// Open loop: buyers arrive at this rate (per second) and latency counts
+    /// from the intended arrival; `None`: closed loop.
+    pub rate: Option<f64>,
+    /// Prefix of the idempotency keys, unique per run.
+    pub key_prefix: String,
     pub progress: bool,
 }
 
-/// What happened, as counted from the buyers' answers and the final ledger.
+/// What happened, as counted from the buyers' answers and the final books.
 #[derive(Debug, Clone, Serialize)]
 pub struct FlashSaleReport {
     pub stock: u32,
-    pub buyers: u32,
     pub concurrency: u32,
     pub cart_size: u32,
+    /// Buyers that came.
+    pub buyers: u64,
     /// Units in claimed reservations, as the buyers were told.
     pub sold: u64,
     /// Buyers that got a hold.
     pub held: u64,
-    /// Buyers told `insufficient_stock`.
+    /// Units of holds left open (`settle: false`).
+    pub open: u64,
+    /// Buyers told there was not enough stock.
     pub turned_away: u64,
     /// Holds released (payment failed).
     pub released: u64,
-    /// Units sold beyond the stock, or claimed but missing from the ledger.
+    /// Units buyers were told they got beyond the stock or beyond the books.
     pub oversold: u64,
-    /// Units left unsold although a buyer was turned away while they were
-    /// free, or committed on the ledger without a buyer.
+    /// Units the books gave out that no buyer was told of, or left unsold
+    /// although a buyer was turned away while they were free.
     pub undersold: u64,
-    /// Requests that failed with anything but `insufficient_stock`.
+    /// Requests that failed with anything but "not enough stock".
     pub errors: u64,
-    /// Units still available on the ledger after the sale.
+    /// Units still available on the books after the sale.
     pub left: i64,
     pub seconds: f64,
-    /// Reserve calls answered per second (held or turned away).
+    /// Completed reserve calls per second (held or turned away).
     pub throughput: f64,
     /// Holds per second.
     pub holds_per_second: f64,
@@ -70,7 +81,7 @@ pub struct FlashSaleReport {
 }
 
 impl FlashSaleReport {
-    /// Every unit sold exactly once and the invariant holds.
+    /// Every unit sold exactly once and the books balance.
     pub fn ok(&self) -> bool {
         self.oversold == 0 && self.undersold == 0 && self.errors == 0 && self.audit_ok
     }
@@ -80,75 +91,79 @@ impl FlashSaleReport {
 struct Tally {
     sold: AtomicU64,
     held: AtomicU64,
+    open: AtomicU64,
     turned_away: AtomicU64,
     released: AtomicU64,
     errors: AtomicU64,
 }
 
-/// When the last release finished, and the refusals that started after it
-/// (with how many units they asked for): a refusal that began once every
-/// returned unit was back is an undersell if units are left at the end.
+/// When the last release finished, and when refusals started (with the units
+/// they asked for): a refusal that began after every returned unit was back
+/// is an undersell if at least that many units are left at the end.
 #[derive(Default)]
 struct Timeline {
     last_release_done: Option<Instant>,
     refusals: Vec<(Instant, u32)>,
 }
 
-pub async fn run(store: Arc<dyn Store>, sale: &FlashSale) -> Result<FlashSaleReport, Error> {
-    store.change_stock(&sale.shop, &sale.item, &sale.location, StockChange::Set(sale.stock as i64)).await?;
-    let stats_before = store.stats();
-    let quantity = Quantity::new(sale.cart_size as i64)?;
+const MAX_LATENCY_US: u64 = 600_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("histogram bounds")
+}
+
+pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleReport, Error> {
+    target.setup(sale.stock).await?;
+    let stats_before = target.stats();
     let next = Arc::new(AtomicU64::new(0));
     let tally = Arc::new(Tally::default());
     let timeline = Arc::new(Mutex::new(Timeline::default()));
-    let bar = if sale.progress {
-        let bar = ProgressBar::new(sale.buyers as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} {bar:40} {pos}/{len} buyers {per_sec} eta {eta}")
-                .expect("valid template"),
-        );
-        bar
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = progress_bar(sale);
     let started = Instant::now();
+    let deadline = sale.duration.map(|d| started + d);
     let mut workers = Vec::new();
     for _ in 0..sale.concurrency.max(1) {
-        let (store, next, tally, timeline, bar, sale) =
-            (store.clone(), next.clone(), tally.clone(), timeline.clone(), bar.clone(), sale.clone());
+        let (target, next, tally, timeline, bar, sale) =
+            (target.clone(), next.clone(), tally.clone(), timeline.clone(), bar.clone(), sale.clone());
         workers.push(tokio::spawn(async move {
-            let mut hist = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("histogram bounds");
+            let mut hist = histogram();
             loop {
                 let n = next.fetch_add(1, Ordering::Relaxed);
-                if n >= sale.buyers as u64 {
+                if n >= sale.buyers {
                     return hist;
                 }
-                let key = IdempotencyKey::new(format!("flash-{n}")).expect("valid key");
-                let line = Line { item: sale.item.clone(), quantity, locations: Some(vec![sale.location.clone()]) };
-                let req = ReserveRequest::new(sale.shop.clone(), key, vec![line], Ttl::DEFAULT, false, false)
-                    .expect("valid request");
-                let t0 = Instant::now();
-                let answer = store.reserve(&req).await;
+                // Open loop: buyer n arrives at a fixed time whether or not
+                // the previous ones were served; its latency counts from then.
+                let t0 = match sale.rate {
+                    Some(rate) => {
+                        let due = started + Duration::from_secs_f64(n as f64 / rate);
+                        tokio::time::sleep_until(due.into()).await;
+                        due
+                    }
+                    None => Instant::now(),
+                };
+                if deadline.is_some_and(|d| t0 >= d) {
+                    return hist;
+                }
+                let key = format!("{}-{n}", sale.key_prefix);
+                let answer = target.reserve(&key, sale.cart_size).await;
                 hist.saturating_record(t0.elapsed().as_micros() as u64);
                 match answer {
-                    Ok(r) => {
+                    Ok(Some(id)) => {
                         tally.held.fetch_add(1, Ordering::Relaxed);
-                        let pays = rand::thread_rng().gen_bool(sale.claim_ratio.clamp(0.0, 1.0));
-                        if pays {
-                            match store.claim(&sale.shop, r.reservation.id).await {
-                                Ok(c) => {
-                                    tally.sold.fetch_add(c.units(), Ordering::Relaxed);
-                                }
-                                Err(_) => {
-                                    tally.errors.fetch_add(1, Ordering::Relaxed);
-                                }
-                            }
+                        if !sale.settle {
+                            tally.open.fetch_add(sale.cart_size as u64, Ordering::Relaxed);
+                        } else if rand::thread_rng().gen_bool(sale.claim_ratio.clamp(0.0, 1.0)) {
+                            match target.claim(id).await {
+                                Ok(units) => tally.sold.fetch_add(units, Ordering::Relaxed),
+                                Err(_) => tally.errors.fetch_add(1, Ordering::Relaxed),
+                            };
                         } else {
-                            match store.release(&sale.shop, r.reservation.id).await {
-                                Ok(_) => {
+                            match target.release(id).await {
+                                Ok(()) => {
                                     tally.released.fetch_add(1, Ordering::Relaxed);
-                                    let mut t = timeline.lock().await;
                                     let now = Instant::now();
+                                    let mut t = timeline.lock().await;
                                     if t.last_release_done.is_none_or(|l| l < now) {
                                         t.last_release_done = Some(now);
                                     }
@@ -159,7 +174,7 @@ pub async fn run(store: Arc<dyn Store>, sale: &FlashSale) -> Result<FlashSaleRep
                             }
                         }
                     }
-                    Err(Error::InsufficientStock(_)) => {
+                    Ok(None) => {
                         tally.turned_away.fetch_add(1, Ordering::Relaxed);
                         timeline.lock().await.refusals.push((t0, sale.cart_size));
                     }
@@ -167,54 +182,58 @@ pub async fn run(store: Arc<dyn Store>, sale: &FlashSale) -> Result<FlashSaleRep
                         tally.errors.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                bar.inc(1);
+                if deadline.is_none() {
+                    bar.inc(1);
+                } else {
+                    bar.set_position(started.elapsed().as_millis() as u64);
+                }
             }
         }));
     }
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).expect("histogram bounds");
+    let mut hist = histogram();
     for w in workers {
         let h = w.await.map_err(|e| Error::Internal(format!("buyer task failed: {e}")))?;
         hist.add(h).expect("same bounds");
     }
     let seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    if sale.rate.is_none() && !hist.is_empty() {
+        // Closed loop: a stalled request also delays the requests its buyer
+        // would have sent meanwhile. Fill those in, taking the median as the
+        // expected interval between one buyer's requests.
+        let expected = hist.value_at_quantile(0.5).max(1);
+        hist = hist.clone_correct(expected);
+    }
 
-    let levels = store.levels(&sale.shop, &sale.item).await?;
-    let q = levels
-        .locations
-        .iter()
-        .find(|l| l.location == sale.location)
-        .map(|l| l.quantities)
-        .ok_or_else(|| Error::Internal("the sale's location vanished".into()))?;
-    let audit = store.audit(Some(&sale.shop)).await?;
-    let stats = store.stats();
-
+    let books = target.books().await?;
+    let stats = target.stats();
     let sold = tally.sold.load(Ordering::Relaxed);
-    let committed = q.committed.max(0) as u64;
-    // Told more than exists, or told sold but missing on the ledger.
-    let oversold = sold.saturating_sub(sale.stock as u64) + sold.saturating_sub(committed);
-    // Committed on the ledger with no buyer told, or left while a buyer was
-    // refused after the last unit came back.
+    let open = tally.open.load(Ordering::Relaxed);
+    let told_out = sold + open;
+    let books_out = (books.committed.max(0) + books.reserved.max(0)) as u64;
+    let oversold = told_out.saturating_sub(sale.stock as u64) + told_out.saturating_sub(books_out);
     let t = timeline.lock().await;
-    let left = q.available;
+    let left = books.available;
     let refused_while_free =
         t.refusals.iter().any(|(at, want)| t.last_release_done.is_none_or(|l| *at > l) && left >= *want as i64);
-    let undersold = committed.saturating_sub(sold) + if refused_while_free { left.max(0) as u64 } else { 0 };
+    let undersold = books_out.saturating_sub(told_out) + if refused_while_free { left.max(0) as u64 } else { 0 };
     let held = tally.held.load(Ordering::Relaxed);
     let turned_away = tally.turned_away.load(Ordering::Relaxed);
+    let errors = tally.errors.load(Ordering::Relaxed);
     let ms = |v: u64| v as f64 / 1000.0;
     Ok(FlashSaleReport {
         stock: sale.stock,
-        buyers: sale.buyers,
         concurrency: sale.concurrency,
         cart_size: sale.cart_size,
+        buyers: held + turned_away + errors,
         sold,
         held,
+        open,
         turned_away,
         released: tally.released.load(Ordering::Relaxed),
         oversold,
         undersold,
-        errors: tally.errors.load(Ordering::Relaxed),
+        errors,
         left,
         seconds,
         throughput: (held + turned_away) as f64 / seconds,
@@ -225,6 +244,19 @@ pub async fn run(store: Arc<dyn Store>, sale: &FlashSale) -> Result<FlashSaleRep
         max_ms: ms(hist.max()),
         retries: stats.retries - stats_before.retries,
         deadlocks: stats.deadlocks - stats_before.deadlocks,
-        audit_ok: audit.ok(),
+        audit_ok: books.audit_ok,
     })
+}
+
+fn progress_bar(sale: &FlashSale) -> ProgressBar {
+    if !sale.progress {
+        return ProgressBar::hidden();
+    }
+    let (len, template) = match sale.duration {
+        Some(d) => (d.as_millis() as u64, "{spinner} {bar:40} {elapsed}/{duration} flash sale"),
+        None => (sale.buyers, "{spinner} {bar:40} {pos}/{len} buyers {per_sec} eta {eta}"),
+    };
+    let bar = ProgressBar::new(len);
+    bar.set_style(ProgressStyle::with_template(template).expect("valid template"));
+    bar
 }

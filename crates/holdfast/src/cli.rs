@@ -53,6 +53,9 @@ pub enum Command {
     /// Run a flash sale on a throw-away database and show that no unit is
     /// sold twice or left unsold.
     Demo(DemoArgs),
+    /// Measure: flash sales against holdfast and its baselines.
+    #[command(subcommand)]
+    Bench(BenchCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -217,4 +220,95 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// One flash sale against one backend, with throughput, latency
+    /// percentiles, oversold/undersold and retries.
+    FlashSale(FlashSaleArgs),
+    /// Every backend at several concurrencies and latencies, several runs
+    /// each; medians into BENCHMARKS.md and plots into docs/bench/.
+    Matrix(MatrixArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MatrixArgs {
+    /// Backends to run (holdfast on sqlite|postgres|mysql; counter and ceiling
+    /// run on both PostgreSQL and MySQL).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite,postgres,mysql,counter,ceiling")]
+    pub backends: Vec<BenchBackendArg>,
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+    pub concurrency: Vec<u32>,
+    /// Added latencies in milliseconds.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.5")]
+    pub db_latency: Vec<f64>,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub runs: u32,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// PostgreSQL server for holdfast, counter and ceiling.
+    #[arg(long, default_value = holdfast_bench::bench::DEFAULT_POSTGRES_URL)]
+    pub postgres_url: String,
+    /// MySQL/MariaDB server for holdfast, counter and ceiling.
+    #[arg(long, default_value = holdfast_bench::bench::DEFAULT_MYSQL_URL)]
+    pub mysql_url: String,
+    /// The Markdown report (its "## Matrix" section is replaced, the rest kept).
+    #[arg(long, default_value = "BENCHMARKS.md")]
+    pub out: std::path::PathBuf,
+    /// Where the SVG plots go.
+    #[arg(long, default_value = "docs/bench")]
+    pub plots: std::path::PathBuf,
+    /// Also write every cell's medians as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchBackendArg {
+    Sqlite,
+    Postgres,
+    Mysql,
+    Counter,
+    Ceiling,
+}
+
+#[derive(Debug, Args)]
+pub struct FlashSaleArgs {
+    /// holdfast on sqlite|postgres|mysql, or a baseline: counter (single-row
+    /// UPDATE … WHERE available >= n) or ceiling (one durable INSERT per
+    /// request), on the database --database-url names (default PostgreSQL).
+    #[arg(long, value_enum, default_value = "postgres")]
+    pub backend: BenchBackendArg,
+    /// Units on sale.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
+    pub stock: u32,
+    /// Most buyers (default: as many as come before --duration ends).
+    #[arg(long)]
+    pub buyers: Option<u64>,
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub cart_size: u32,
+    /// Share of holds that pay; the rest release.
+    #[arg(long, default_value_t = 1.0)]
+    pub claim_ratio: f64,
+    /// Leave holds open (no claim, no release): a pure reserve load.
+    #[arg(long)]
+    pub hold_only: bool,
+    /// Seconds the sale lasts (default 10 unless --buyers is given).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Open loop: buyers arrive at this many per second; latency counts from
+    /// the intended arrival.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Milliseconds added to every read in each direction between client and
+    /// database (a latency proxy inside the bench).
+    #[arg(long, default_value_t = 0.0)]
+    pub db_latency: f64,
+    /// Write the report as JSON to this file ("-" for stdout).
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
 }

@@ -1,6 +1,7 @@
 //! `holdfast`: the command-line interface. Composition only: parse, open the
 //! store, call it, print.
 
+mod bench;
 mod cli;
 mod output;
 
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use holdfast_bench::flash_sale::{self, FlashSale};
+use holdfast_bench::target::StoreTarget;
 use holdfast_core::{Error, IdempotencyKey, ReserveRequest, ShopId, StockChange, Store, Ttl};
 use holdfast_sql::{ConnectOptions, StoreConfig};
 
@@ -29,12 +31,12 @@ fn main() -> ExitCode {
 }
 
 /// An error and how to print it.
-struct Failure {
+pub(crate) struct Failure {
     error: Error,
     json: bool,
 }
 
-trait OrFail<T> {
+pub(crate) trait OrFail<T> {
     fn or_fail(self, json: bool) -> Result<T, Failure>;
 }
 
@@ -128,6 +130,8 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Demo(a) => return demo(&db, a).await,
+        Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
+        Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -155,30 +159,32 @@ async fn demo(db: &DbArgs, a: cli::DemoArgs) -> Result<ExitCode, Failure> {
         store.migrate().await.or_fail(json)?;
     }
     let shop = ShopId::new(format!("demo-{}-{}", std::process::id(), chrono::Utc::now().timestamp())).or_fail(json)?;
+    let backend = store.backend().name();
+    let target = StoreTarget::new(store, shop);
     let sale = FlashSale {
-        shop,
-        item: "limited-sneaker".parse().or_fail(json)?,
-        location: "main-warehouse".parse().or_fail(json)?,
         stock: a.stock,
-        buyers: a.buyers,
+        buyers: a.buyers as u64,
+        duration: None,
         concurrency: a.concurrency,
         cart_size: a.cart_size,
         claim_ratio: a.claim_ratio,
+        settle: true,
+        rate: None,
+        key_prefix: "demo".into(),
         progress: !json && std::io::stderr().is_terminal(),
     };
     if !json {
         println!(
-            "flash sale on {}: {} units of {}, {} buyers, {} at a time, {} per cart, {:.0}% pay",
-            store.backend().name(),
+            "flash sale on {backend}: {} units of {}, {} buyers, {} at a time, {} per cart, {:.0}% pay",
             sale.stock,
-            sale.item,
+            target.item,
             sale.buyers,
             sale.concurrency,
             sale.cart_size,
             sale.claim_ratio * 100.0
         );
     }
-    let report = flash_sale::run(store, &sale).await.or_fail(json);
+    let report = flash_sale::run(Arc::new(target), &sale).await.or_fail(json);
     let _ = std::fs::remove_dir_all(&tmp);
     let report = report?;
     Printer { json }.flash_sale(&report);

@@ -133,8 +133,8 @@ impl Printer {
             return;
         }
         println!(
-            "sold {} of {} units to {} buyers; {} turned away, {} released their hold",
-            r.sold, r.stock, r.held, r.turned_away, r.released
+            "sold {} of {} units to {} buyers; {} turned away, {} released their hold, {} units held open",
+            r.sold, r.stock, r.held, r.turned_away, r.released, r.open
         );
         println!("oversold {}  undersold {}  errors {}  ({} left in stock)", r.oversold, r.undersold, r.errors, r.left);
         println!(

@@ -1,0 +1,267 @@
+//! `holdfast bench matrix`: every backend at several concurrencies and added
+//! latencies, each cell run several times (interleaved, so a noisy neighbour
+//! hurts every backend alike), the medians written to `BENCHMARKS.md` with the
+//! target ratios, and SVG plots under `docs/bench/`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use holdfast_core::Error;
+use serde::Serialize;
+
+use crate::bench::{self, BenchBackend, BenchOptions, BenchReport};
+use crate::svg::{Series, line_chart};
+
+/// One configuration of the grid.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Cell {
+    /// holdfast, counter or ceiling.
+    pub design: String,
+    /// sqlite, postgres or mysql.
+    pub database: String,
+    pub concurrency: u32,
+    pub db_latency_ms: f64,
+}
+
+/// The medians of one cell over its runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct Medians {
+    pub cell: Cell,
+    pub runs: usize,
+    pub throughput: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Worst over the runs: any unit oversold or undersold disqualifies.
+    pub oversold: u64,
+    pub undersold: u64,
+    pub retries: u64,
+    pub deadlocks: u64,
+    pub all_throughputs: Vec<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct MatrixOptions {
+    /// (backend, database URL) pairs to run.
+    pub targets: Vec<(BenchBackend, Option<String>)>,
+    pub concurrency: Vec<u32>,
+    pub latencies_ms: Vec<f64>,
+    pub runs: usize,
+    /// The options every run shares (duration, stock, hold-only, …).
+    pub template: BenchOptions,
+    /// The command line that produced it, for the report.
+    pub command: String,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn design_of(r: &BenchReport) -> (String, String) {
+    match r.backend.as_str() {
+        "counter" | "ceiling" => {
+            (r.backend.clone(), if r.database.starts_with("postgres") { "postgres" } else { "mysql" }.into())
+        }
+        other => ("holdfast".into(), other.into()),
+    }
+}
+
+/// Runs the grid; calls `progress` after each run with (done, total, report).
+pub async fn run(
+    opts: &MatrixOptions,
+    mut progress: impl FnMut(usize, usize, &BenchReport),
+) -> Result<Vec<Medians>, Error> {
+    let mut plan = Vec::new();
+    for (backend, url) in &opts.targets {
+        for &lat in &opts.latencies_ms {
+            if *backend == BenchBackend::Sqlite && lat > 0.0 {
+                continue; // embedded: there is no network to delay
+            }
+            for &c in &opts.concurrency {
+                plan.push((*backend, url.clone(), c, lat));
+            }
+        }
+    }
+    let total = plan.len() * opts.runs;
+    let mut results: BTreeMap<usize, Vec<BenchReport>> = BTreeMap::new();
+    let mut done = 0;
+    for _ in 0..opts.runs {
+        for (i, (backend, url, c, lat)) in plan.iter().enumerate() {
+            let mut o = opts.template.clone();
+            o.backend = *backend;
+            o.database_url = url.clone();
+            o.sale.concurrency = *c;
+            o.db_latency_ms = *lat;
+            o.max_connections = (*c).min(90);
+            let r = bench::run(&o).await?;
+            done += 1;
+            progress(done, total, &r);
+            results.entry(i).or_default().push(r);
+        }
+    }
+    Ok(results
+        .into_values()
+        .map(|runs| {
+            let (design, database) = design_of(&runs[0]);
+            let f = |g: fn(&BenchReport) -> f64| median(runs.iter().map(g).collect());
+            Medians {
+                cell: Cell {
+                    design,
+                    database,
+                    concurrency: runs[0].sale.concurrency,
+                    db_latency_ms: runs[0].db_latency_ms,
+                },
+                runs: runs.len(),
+                throughput: f(|r| r.sale.throughput),
+                p50_ms: f(|r| r.sale.p50_ms),
+                p95_ms: f(|r| r.sale.p95_ms),
+                p99_ms: f(|r| r.sale.p99_ms),
+                max_ms: f(|r| r.sale.max_ms),
+                oversold: runs.iter().map(|r| r.sale.oversold).max().unwrap_or(0),
+                undersold: runs.iter().map(|r| r.sale.undersold).max().unwrap_or(0),
+                retries: runs.iter().map(|r| r.sale.retries).sum::<u64>() / runs.len() as u64,
+                deadlocks: runs.iter().map(|r| r.sale.deadlocks).sum::<u64>() / runs.len() as u64,
+                all_throughputs: runs.iter().map(|r| r.sale.throughput).collect(),
+            }
+        })
+        .collect())
+}
+
+fn find<'a>(m: &'a [Medians], design: &str, db: &str, c: u32, lat: f64) -> Option<&'a Medians> {
+    m.iter().find(|x| {
+        x.cell.design == design && x.cell.database == db && x.cell.concurrency == c && x.cell.db_latency_ms == lat
+    })
+}
+
+/// The target ratios of issue 8, from one matrix run.
+fn targets(m: &[Medians]) -> String {
+    let mut out = String::new();
+    let mut ratio = |label: &str, num: Option<&Medians>, den: Option<&Medians>, goal: f64| {
+        let line = match (num, den) {
+            (Some(n), Some(d)) if d.throughput > 0.0 => {
+                let r = n.throughput / d.throughput;
+                format!(
+                    "| {label} | {:.0} / {:.0} | **{r:.2}×** | {goal}× | {} |\n",
+                    n.throughput,
+                    d.throughput,
+                    if r >= goal { "met" } else { "missed" }
+                )
+            }
+            _ => format!("| {label} | not measured | | {goal}× | |\n"),
+        };
+        out.push_str(&line);
+    };
+    ratio(
+        "PostgreSQL, 64 buyers, 0 ms: holdfast / counter",
+        find(m, "holdfast", "postgres", 64, 0.0),
+        find(m, "counter", "postgres", 64, 0.0),
+        3.0,
+    );
+    ratio(
+        "PostgreSQL, 64 buyers, 0.5 ms: holdfast / counter",
+        find(m, "holdfast", "postgres", 64, 0.5),
+        find(m, "counter", "postgres", 64, 0.5),
+        5.0,
+    );
+    ratio(
+        "MariaDB, 64 buyers, 0.5 ms: holdfast / counter",
+        find(m, "holdfast", "mysql", 64, 0.5),
+        find(m, "counter", "mysql", 64, 0.5),
+        3.0,
+    );
+    ratio(
+        "PostgreSQL, 64 buyers, 0 ms: holdfast / ceiling",
+        find(m, "holdfast", "postgres", 64, 0.0),
+        find(m, "ceiling", "postgres", 64, 0.0),
+        0.4,
+    );
+    ratio(
+        "MariaDB, 64 buyers, 0 ms: holdfast / ceiling",
+        find(m, "holdfast", "mysql", 64, 0.0),
+        find(m, "ceiling", "mysql", 64, 0.0),
+        0.4,
+    );
+    out
+}
+
+/// The Markdown section for BENCHMARKS.md.
+pub fn report(opts: &MatrixOptions, m: &[Medians], cores: usize, plots: &[String]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## Matrix\n");
+    let _ = writeln!(
+        s,
+        "Produced by\n\n```sh\n{}\n```\n\non a {cores}-core machine; {} runs per cell, interleaved, medians shown. Throughput is completed reserves per second (each one a durable hold record); latency is the reserve call, coordinated-omission corrected. Every run ends with its books checked: a run with any oversold or undersold unit does not count.\n",
+        opts.command, opts.runs
+    );
+    let _ = writeln!(s, "### Targets (one hot item, 1-unit carts)\n");
+    let _ = writeln!(s, "| ratio | reserves/s | measured | target | |\n|---|---|---|---|---|");
+    s.push_str(&targets(m));
+    let _ = writeln!(s, "\n### All cells\n");
+    let _ = writeln!(
+        s,
+        "| design | database | latency ms | buyers | reserves/s | runs | p50 ms | p95 ms | p99 ms | max ms | oversold | undersold | retries | deadlocks |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for x in m {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {} | {} | {} |",
+            x.cell.design,
+            x.cell.database,
+            x.cell.db_latency_ms,
+            x.cell.concurrency,
+            x.throughput,
+            x.all_throughputs.iter().map(|t| format!("{t:.0}")).collect::<Vec<_>>().join(" / "),
+            x.p50_ms,
+            x.p95_ms,
+            x.p99_ms,
+            x.max_ms,
+            x.oversold,
+            x.undersold,
+            x.retries,
+            x.deadlocks
+        );
+    }
+    if !plots.is_empty() {
+        let _ = writeln!(s, "\n### Plots\n");
+        for p in plots {
+            let _ = writeln!(s, "![{p}]({p})\n");
+        }
+    }
+    s
+}
+
+/// Throughput vs. concurrency per design and database, one chart per
+/// latency; and p99 latency vs. concurrency. Returns the files written,
+/// relative to `base`.
+pub fn plots(m: &[Medians], dir: &Path, base: &Path) -> std::io::Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    let mut files = Vec::new();
+    let mut lats: Vec<f64> = m.iter().map(|x| x.cell.db_latency_ms).collect();
+    lats.sort_by(|a, b| a.total_cmp(b));
+    lats.dedup();
+    for lat in lats {
+        for (metric, label, get) in [
+            ("throughput", "reserves per second", (|x: &Medians| x.throughput) as fn(&Medians) -> f64),
+            ("p99", "p99 reserve latency (ms)", |x: &Medians| x.p99_ms),
+        ] {
+            let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+            for x in m.iter().filter(|x| x.cell.db_latency_ms == lat) {
+                series
+                    .entry(format!("{} on {}", x.cell.design, x.cell.database))
+                    .or_default()
+                    .push((x.cell.concurrency as f64, get(x)));
+            }
+            let series: Vec<Series> = series.into_iter().map(|(name, points)| Series { name, points }).collect();
+            let title = format!("{label} vs. concurrent buyers, {lat} ms added latency");
+            let svg = line_chart(&title, "concurrent buyers (log scale)", label, &series);
+            let name = format!("{metric}-latency-{lat}ms.svg");
+            let path = dir.join(&name);
+            std::fs::write(&path, svg)?;
+            files.push(path.strip_prefix(base).unwrap_or(&path).display().to_string());
+        }
+    }
+    Ok(files)
+}

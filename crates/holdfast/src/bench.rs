@@ -1,0 +1,169 @@
+//! `holdfast bench …`: argument plumbing; the work is in holdfast-bench.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use holdfast_bench::bench::{self, BenchBackend, BenchOptions};
+use holdfast_bench::flash_sale::FlashSale;
+use holdfast_bench::matrix::{self, MatrixOptions};
+use holdfast_core::{Error, Invalid};
+
+use crate::cli::{BenchBackendArg, DbArgs, FlashSaleArgs, MatrixArgs};
+use crate::output::Printer;
+use crate::{Failure, OrFail};
+
+fn backend(b: BenchBackendArg) -> BenchBackend {
+    match b {
+        BenchBackendArg::Sqlite => BenchBackend::Sqlite,
+        BenchBackendArg::Postgres => BenchBackend::Postgres,
+        BenchBackendArg::Mysql => BenchBackend::Mysql,
+        BenchBackendArg::Counter => BenchBackend::Counter,
+        BenchBackendArg::Ceiling => BenchBackend::Ceiling,
+    }
+}
+
+pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failure> {
+    let json_out = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let invalid = |field: &str, msg: &str| Failure { error: Invalid::new(field, msg).into(), json: json_out };
+    if !(0.0..=1.0).contains(&a.claim_ratio) {
+        return Err(invalid("claim_ratio", "must be between 0 and 1"));
+    }
+    if !(0.0..=1000.0).contains(&a.db_latency) {
+        return Err(invalid("db_latency", "must be between 0 and 1000 ms"));
+    }
+    if a.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(invalid("rate", "must be a positive number of buyers per second"));
+    }
+    let duration = match (a.duration, a.buyers) {
+        (Some(d), _) if !(d > 0.0 && d <= 86_400.0) => return Err(invalid("duration", "must be 0 to 86400 seconds")),
+        (Some(d), _) => Some(Duration::from_secs_f64(d)),
+        (None, Some(_)) => None,
+        (None, None) => Some(Duration::from_secs(10)),
+    };
+    let opts = BenchOptions {
+        backend: backend(a.backend),
+        database_url: db.database_url.clone(),
+        sale: FlashSale {
+            stock: a.stock,
+            buyers: a.buyers.unwrap_or(u64::MAX),
+            duration,
+            concurrency: a.concurrency,
+            cart_size: a.cart_size,
+            claim_ratio: a.claim_ratio,
+            settle: !a.hold_only,
+            rate: a.rate,
+            key_prefix: String::new(),
+            progress: !json_out && std::io::stderr().is_terminal(),
+        },
+        db_latency_ms: a.db_latency,
+        pool_cap: db.pool_cap,
+        max_connections: db.max_connections.max(a.concurrency.min(90)),
+    };
+    let report = bench::run(&opts).await.or_fail(json_out)?;
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&report).expect("report serializes");
+        if json_out {
+            println!("{text}");
+        } else {
+            std::fs::write(path, text + "\n")
+                .map_err(|e| Error::Internal(format!("cannot write {}: {e}", path.display())))
+                .or_fail(false)?;
+        }
+    }
+    if !json_out {
+        println!(
+            "bench flash-sale: {} on {}, {} buyers at a time, {} ms added latency",
+            report.backend, report.database, report.sale.concurrency, report.db_latency_ms
+        );
+        Printer { json: false }.flash_sale(&report.sale);
+    }
+    Ok(if report.sale.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
+    let fail = |e: Error| Failure { error: e, json: false };
+    if !(a.duration > 0.0 && a.duration <= 3600.0) {
+        return Err(fail(Invalid::new("duration", "must be 0 to 3600 seconds").into()));
+    }
+    let mut targets = Vec::new();
+    for b in &a.backends {
+        match b {
+            BenchBackendArg::Sqlite => targets.push((BenchBackend::Sqlite, None)),
+            BenchBackendArg::Postgres => targets.push((BenchBackend::Postgres, Some(a.postgres_url.clone()))),
+            BenchBackendArg::Mysql => targets.push((BenchBackend::Mysql, Some(a.mysql_url.clone()))),
+            BenchBackendArg::Counter | BenchBackendArg::Ceiling => {
+                let kind = backend(*b);
+                targets.push((kind, Some(a.postgres_url.clone())));
+                targets.push((kind, Some(a.mysql_url.clone())));
+            }
+        }
+    }
+    let command = std::iter::once("holdfast".to_string()).chain(std::env::args().skip(1)).collect::<Vec<_>>().join(" ");
+    let opts = MatrixOptions {
+        targets,
+        concurrency: a.concurrency.clone(),
+        latencies_ms: a.db_latency.clone(),
+        runs: a.runs as usize,
+        template: BenchOptions {
+            backend: BenchBackend::Postgres,
+            database_url: None,
+            sale: FlashSale {
+                stock: 100_000_000,
+                buyers: u64::MAX,
+                duration: Some(Duration::from_secs_f64(a.duration)),
+                concurrency: 1,
+                cart_size: 1,
+                claim_ratio: 1.0,
+                settle: false,
+                rate: None,
+                key_prefix: String::new(),
+                progress: false,
+            },
+            db_latency_ms: 0.0,
+            pool_cap: db.pool_cap,
+            max_connections: 1,
+        },
+        command,
+    };
+    let medians = matrix::run(&opts, |done, total, r| {
+        eprintln!(
+            "[{done}/{total}] {} on {} c={} lat={}ms: {:.0} reserves/s p99 {:.2} ms oversold {} undersold {}",
+            r.backend,
+            r.database,
+            r.sale.concurrency,
+            r.db_latency_ms,
+            r.sale.throughput,
+            r.sale.p99_ms,
+            r.sale.oversold,
+            r.sale.undersold
+        )
+    })
+    .await
+    .map_err(fail)?;
+    let base = a
+        .out
+        .parent()
+        .map(|p| if p.as_os_str().is_empty() { std::path::Path::new(".") } else { p })
+        .unwrap_or(std::path::Path::new("."));
+    let plots = matrix::plots(&medians, &a.plots, base).map_err(|e| fail(Error::Internal(format!("plots: {e}"))))?;
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let section = matrix::report(&opts, &medians, cores, &plots);
+    let old = std::fs::read_to_string(&a.out).unwrap_or_else(|_| "# Benchmarks\n\n".into());
+    let new = match old.find("## Matrix") {
+        Some(i) => {
+            let rest = &old[i + 2..];
+            let end = rest.find("\n## ").map(|j| i + 2 + j + 1).unwrap_or(old.len());
+            format!("{}{}{}", &old[..i], section, &old[end..])
+        }
+        None => format!("{}\n{}", old.trim_end(), "\n") + &section,
+    };
+    std::fs::write(&a.out, new).map_err(|e| fail(Error::Internal(format!("{}: {e}", a.out.display()))))?;
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&medians).expect("medians serialize");
+        std::fs::write(path, text).map_err(|e| fail(Error::Internal(format!("{}: {e}", path.display()))))?;
+    }
+    println!("wrote {} and {} plot(s) under {}", a.out.display(), plots.len(), a.plots.display());
+    let clean = medians.iter().all(|m| m.oversold == 0 && m.undersold == 0);
+    Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
