@@ -6,8 +6,10 @@ pub mod error;
 pub mod ids;
 pub mod model;
 pub mod store;
+pub mod token;
 
 pub use error::{Error, Invalid, Result, Shortfall};
 pub use ids::{IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
 pub use model::*;
 pub use store::{Backend, Store};
+pub use token::{TokenRecord, TokenStore};

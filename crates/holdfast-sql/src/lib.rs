@@ -8,6 +8,7 @@ mod migrate;
 mod mysql;
 mod postgres;
 mod sqlite;
+mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use holdfast_core::{
     AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation, ReservationId,
-    ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
+    ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, TokenStore, Ttl,
 };
 
 use crate::dialect::Dialect;
@@ -48,6 +49,55 @@ impl ConnectOptions {
 /// `sqlite://path`, `sqlite:path` or `sqlite::memory:` (the file and its
 /// directory are created when missing; see [`default_database_url`]).
 pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
+    Ok(open(opts).await?.store)
+}
+
+/// One database as the server uses it: the store, the token table, and a look
+/// at the connection pool they share.
+#[derive(Clone)]
+pub struct Database {
+    pub store: Arc<dyn Store>,
+    pub tokens: Arc<dyn TokenStore>,
+    pool: Arc<dyn Fn() -> PoolStatus + Send + Sync>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database").field("store", &self.store).field("pool", &self.pool_status()).finish()
+    }
+}
+
+/// Connections of the pool right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Open connections, idle or in use.
+    pub size: u32,
+    pub idle: u32,
+    pub max: u32,
+}
+
+impl Database {
+    pub fn pool_status(&self) -> PoolStatus {
+        (self.pool)()
+    }
+
+    fn new<D: Dialect>(pool: sqlx::Pool<D::Db>, cfg: StoreConfig) -> Self
+    where
+        SqlStore<D>: Store + TokenStore,
+    {
+        let look = pool.clone();
+        let status = move || PoolStatus {
+            size: look.size(),
+            idle: look.num_idle() as u32,
+            max: look.options().get_max_connections(),
+        };
+        let store = Arc::new(SqlStore::<D>::new(pool, cfg));
+        Database { store: store.clone(), tokens: store, pool: Arc::new(status) }
+    }
+}
+
+/// Like [`connect`], with the token store and pool status of the same pool.
+pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
     let scheme = opts.url.split(':').next().unwrap_or_default();
     match scheme {
         "postgres" | "postgresql" => {
@@ -57,7 +107,7 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
                 .connect(&opts.url)
                 .await
                 .map_err(|e| Error::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
-            Ok(Arc::new(SqlStore::<postgres::Pg>::new(pool, opts.store.clone())))
+            Ok(Database::new::<postgres::Pg>(pool, opts.store.clone()))
         }
         "mysql" | "mariadb" => {
             // sqlx knows only mysql://; MariaDB speaks the same protocol.
@@ -71,11 +121,11 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
                 .connect(&url)
                 .await
                 .map_err(|e| Error::Unavailable(format!("cannot connect to MySQL/MariaDB: {e}")))?;
-            Ok(Arc::new(SqlStore::<mysql::My>::new(pool, opts.store.clone())))
+            Ok(Database::new::<mysql::My>(pool, opts.store.clone()))
         }
         "sqlite" => {
             let pool = sqlite::pool(opts).await?;
-            Ok(Arc::new(SqlStore::<sqlite::Lite>::new(pool, opts.store.clone())))
+            Ok(Database::new::<sqlite::Lite>(pool, opts.store.clone()))
         }
         other => Err(Error::Invalid(holdfast_core::Invalid::new(
             "database_url",

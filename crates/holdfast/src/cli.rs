@@ -53,6 +53,11 @@ pub enum Command {
     /// Run a flash sale on a throw-away database and show that no unit is
     /// sold twice or left unsold.
     Demo(DemoArgs),
+    /// Run the HTTP service (the /v1 API, metrics, the expiry sweeper).
+    Serve(holdfast_server::cli::ServeArgs),
+    /// Create, list or revoke API tokens.
+    #[command(subcommand)]
+    Token(holdfast_server::cli::TokenCommand),
     /// Measure: flash sales against holdfast and its baselines.
     #[command(subcommand)]
     Bench(BenchCommand),

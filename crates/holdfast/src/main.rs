@@ -60,6 +60,14 @@ async fn open(db: &DbArgs, url: Option<String>) -> Result<Arc<dyn Store>, Error>
     Ok(store)
 }
 
+fn db_flags(db: &DbArgs) -> holdfast_server::cli::DbFlags {
+    holdfast_server::cli::DbFlags {
+        database_url: db.database_url.clone(),
+        max_connections: db.max_connections,
+        pool_cap: db.pool_cap,
+    }
+}
+
 async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let db = cli.db;
     match cli.command {
@@ -130,6 +138,8 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
         }
         Command::Demo(a) => return demo(&db, a).await,
+        Command::Serve(a) => return Ok(holdfast_server::cli::serve(a, db_flags(&db)).await),
+        Command::Token(cmd) => return Ok(holdfast_server::cli::token(cmd, db_flags(&db)).await),
         Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
     }

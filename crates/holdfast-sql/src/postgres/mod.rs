@@ -18,8 +18,10 @@ use crate::migrate::Migration;
 #[derive(Debug)]
 pub struct Pg;
 
-const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") }];
+const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") },
+    Migration { version: 2, name: "tokens", sql: include_str!("migrations/0002_tokens.sql") },
+];
 
 macro_rules! q {
     ($name:literal) => {

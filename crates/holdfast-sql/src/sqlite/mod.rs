@@ -32,8 +32,10 @@ use crate::migrate::Migration;
 #[derive(Debug)]
 pub struct Lite;
 
-const MIGRATIONS: &[Migration] =
-    &[Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") }];
+const MIGRATIONS: &[Migration] = &[
+    Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") },
+    Migration { version: 2, name: "tokens", sql: include_str!("migrations/0002_tokens.sql") },
+];
 
 /// How long a writer waits for another process to let go of the write lock
 /// before the attempt fails as busy (and the engine retries it).

@@ -1,0 +1,255 @@
+//! The application as a value tests can start: [`Application::build`]
+//! connects, migrates and binds (port 0 picks a free port);
+//! [`Application::run_until`] serves until a shutdown future resolves, then
+//! stops accepting, lets in-flight requests finish and stops the sweeper.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use holdfast_sql::{ConnectOptions, StoreConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+
+use crate::auth::Authenticator;
+use crate::error::{ApiError, Enveloped};
+use crate::routes::{admin, health, reservations, stock};
+use crate::settings::Settings;
+use crate::state::AppState;
+use crate::sweeper::Sweeper;
+
+static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The routes of SPEC §10 and the layers every request passes.
+pub fn router(state: AppState) -> Router {
+    let timeout = state.settings.request_timeout();
+    let body_limit = state.settings.body_limit_bytes;
+    let shop = "/v1/shops/{shop}";
+    Router::new()
+        .route(&format!("{shop}/reservations"), post(reservations::create))
+        .route(&format!("{shop}/reservations/{{id}}"), get(reservations::get))
+        .route(&format!("{shop}/reservations/{{id}}/claim"), post(reservations::claim))
+        .route(&format!("{shop}/reservations/{{id}}/release"), post(reservations::release))
+        .route(&format!("{shop}/reservations/{{id}}/extend"), post(reservations::extend))
+        .route(&format!("{shop}/items/{{item}}"), get(stock::levels))
+        .route(&format!("{shop}/items/{{item}}/locations/{{location}}"), put(stock::set))
+        .route(&format!("{shop}/items/{{item}}/locations/{{location}}/adjust"), post(stock::adjust))
+        .route(&format!("{shop}/items/{{item}}/locations/{{location}}/fulfil"), post(stock::fulfil))
+        .route("/admin/audit", get(admin::audit))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/metrics", get(crate::metrics::render))
+        .route("/openapi.json", get(crate::openapi::serve))
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async { ApiError::for_status(StatusCode::METHOD_NOT_ALLOWED) })
+        // Innermost first: these run after routing, so metrics see the route template.
+        .layer(
+            ServiceBuilder::new()
+                .layer(middleware::from_fn(crate::metrics::track))
+                .layer(CatchPanicLayer::custom(|_| {
+                    ApiError::for_status(StatusCode::INTERNAL_SERVER_ERROR).into_response()
+                }))
+                .layer(middleware::from_fn(envelope))
+                .layer(middleware::from_fn_with_state(timeout, deadline))
+                .layer(RequestBodyLimitLayer::new(body_limit)),
+        )
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(REQUEST_ID.clone(), MakeId::default()))
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(span)
+                        .on_response(DefaultOnResponse::new().level(tracing::Level::INFO)),
+                )
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID.clone())),
+        )
+        .with_state(state)
+}
+
+fn span(req: &Request) -> tracing::Span {
+    let id = req.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+    tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path())
+}
+
+/// Request ids: a random per-process prefix and a counter; cheap, unique
+/// across replicas in practice, and sortable within one process.
+#[derive(Debug, Clone)]
+struct MakeId {
+    prefix: u32,
+    next: Arc<AtomicU64>,
+}
+
+impl Default for MakeId {
+    fn default() -> Self {
+        Self { prefix: rand::random(), next: Arc::new(AtomicU64::new(1)) }
+    }
+}
+
+impl MakeRequestId for MakeId {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        HeaderValue::from_str(&format!("{:08x}-{n:x}", self.prefix)).ok().map(RequestId::new)
+    }
+}
+
+/// Bounds a request's whole life (body read included). A timed-out request
+/// is dropped: its database transaction, if any, rolls back, so the answer
+/// `503 timeout` is truthful unless the commit had already landed — which is
+/// what the idempotency key is for.
+async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::timeout().into_response(),
+    }
+}
+
+/// Gives every error answer the JSON envelope, also those made below the
+/// handlers (body limit, panics) with a text or empty body of their own.
+async fn envelope(req: Request, next: Next) -> Response {
+    let res = next.run(req).await;
+    let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) || res.extensions().get::<Enveloped>().is_some() {
+        return res;
+    }
+    let allow = res.headers().get(header::ALLOW).cloned();
+    let mut out = ApiError::for_status(status).into_response();
+    if let Some(allow) = allow {
+        out.headers_mut().insert(header::ALLOW, allow);
+    }
+    out
+}
+
+/// The service, built and bound, not yet serving.
+#[derive(Debug)]
+pub struct Application {
+    listener: TcpListener,
+    state: AppState,
+}
+
+impl Application {
+    /// Connects to the database (migrating it unless told not to) and binds
+    /// the listener.
+    pub async fn build(settings: Settings) -> anyhow::Result<Self> {
+        settings.validate()?;
+        let url = settings.database_url();
+        let mut opts = ConnectOptions::new(&url);
+        opts.max_connections = settings.max_connections;
+        opts.acquire_timeout = Duration::from_millis(settings.acquire_timeout_ms);
+        opts.store = StoreConfig { pool_cap: settings.pool_cap, ..StoreConfig::default() };
+        let db = holdfast_sql::open(&opts).await.with_context(|| format!("connecting to {}", redact(&url)))?;
+        if settings.migrate {
+            db.store.migrate().await.context("migrating the database")?;
+        }
+        if settings.insecure_no_auth {
+            tracing::warn!(
+                "!!! --insecure-no-auth: EVERY REQUEST IS ALLOWED, AS ADMIN, FOR EVERY SHOP. \
+                 For local trials only; never expose this server. !!!"
+            );
+            eprintln!("WARNING: holdfast serve --insecure-no-auth: authentication is OFF; every caller is admin.");
+        }
+        let listener =
+            TcpListener::bind(settings.listen).await.with_context(|| format!("binding {}", settings.listen))?;
+        let auth = Authenticator::new(
+            db.tokens.clone(),
+            settings.insecure_no_auth,
+            Duration::from_millis(settings.auth_cache_ms),
+        );
+        let state = AppState {
+            store: db.store.clone(),
+            db,
+            auth: Arc::new(auth),
+            metrics: crate::metrics::handle(),
+            settings: Arc::new(settings),
+        };
+        Ok(Self { listener, state })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound listener has an address")
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    pub fn sweeper(&self) -> Sweeper {
+        Sweeper::new(self.state.store.clone(), self.state.settings.sweep_batch)
+    }
+
+    /// Serves until `shutdown` resolves; then stops accepting, finishes the
+    /// requests in flight, stops the sweeper and returns.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        let (stop, stopped) = watch::channel(false);
+        let sweeper =
+            self.state.settings.sweep_interval().map(|every| tokio::spawn(self.sweeper().run(every, stopped)));
+        let settings = self.state.settings.clone();
+        tracing::info!(
+            listen = %self.local_addr(),
+            backend = self.state.store.backend().name(),
+            sweep_interval_ms = settings.sweep_interval_ms,
+            "holdfast serving"
+        );
+        let app = router(self.state);
+        let served = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections; finishing requests in flight");
+        });
+        let outcome = served.await.context("serving");
+        let _ = stop.send(true);
+        if let Some(task) = sweeper {
+            let _ = task.await;
+        }
+        tracing::info!("stopped");
+        outcome
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}
+
+/// A database URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}

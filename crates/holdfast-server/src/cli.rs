@@ -1,0 +1,230 @@
+//! The bodies of `holdfast serve` and `holdfast token …`. The binary's
+//! `main.rs` only parses and calls these; flags and their `HOLDFAST_…`
+//! variables live here, next to the settings they set.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use holdfast_core::ShopId;
+use holdfast_sql::ConnectOptions;
+use serde_json::json;
+
+use crate::settings::{LogFormat, Settings};
+use crate::{Application, auth, logging, shutdown_signal};
+
+/// Flags of `holdfast serve`. Each overrides the same key of `--config`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// TOML file with any of the keys below (flags and environment win over it).
+    #[arg(long, env = "HOLDFAST_CONFIG", value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:7878].
+    #[arg(long, env = "HOLDFAST_LISTEN", value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Log lines as text (coloured on a terminal) or JSON [default: text].
+    #[arg(long, env = "HOLDFAST_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Let every request through as an admin of every shop. Local trials only.
+    #[arg(long, env = "HOLDFAST_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+    /// Milliseconds between expiry sweeps; 0 turns the sweeper off [default: 1000].
+    #[arg(long, env = "HOLDFAST_SWEEP_INTERVAL_MS", value_name = "MS")]
+    pub sweep_interval_ms: Option<u64>,
+    /// Holds released per sweep transaction [default: 500].
+    #[arg(long, env = "HOLDFAST_SWEEP_BATCH")]
+    pub sweep_batch: Option<u32>,
+    /// Longest a request may take before `503 timeout` [default: 10000].
+    #[arg(long, env = "HOLDFAST_REQUEST_TIMEOUT_MS", value_name = "MS")]
+    pub request_timeout_ms: Option<u64>,
+    /// Longest a request waits for a database connection before `503 unavailable` [default: 2000].
+    #[arg(long, env = "HOLDFAST_ACQUIRE_TIMEOUT_MS", value_name = "MS")]
+    pub acquire_timeout_ms: Option<u64>,
+    /// Largest request body accepted [default: 262144].
+    #[arg(long, env = "HOLDFAST_BODY_LIMIT_BYTES", value_name = "BYTES")]
+    pub body_limit_bytes: Option<usize>,
+    /// How long a checked token is trusted before its row is read again [default: 5000].
+    #[arg(long, env = "HOLDFAST_AUTH_CACHE_MS", value_name = "MS")]
+    pub auth_cache_ms: Option<u64>,
+    /// Do not run migrations at start-up.
+    #[arg(long, env = "HOLDFAST_NO_MIGRATE")]
+    pub no_migrate: bool,
+}
+
+/// The global database flags of the CLI (`--database-url`, `--max-connections`,
+/// `--pool-cap`).
+#[derive(Debug, Clone)]
+pub struct DbFlags {
+    pub database_url: Option<String>,
+    pub max_connections: u32,
+    pub pool_cap: u32,
+}
+
+impl ServeArgs {
+    /// Defaults, then the TOML file, then environment and flags.
+    pub fn settings(&self, db: &DbFlags) -> anyhow::Result<Settings> {
+        let mut s = match &self.config {
+            Some(path) => Settings::from_toml_file(path)?,
+            None => Settings::default(),
+        };
+        if db.database_url.is_some() {
+            s.database_url = db.database_url.clone();
+        }
+        s.max_connections = db.max_connections;
+        s.pool_cap = db.pool_cap;
+        macro_rules! overlay {
+            ($($field:ident),*) => { $(if let Some(v) = self.$field { s.$field = v; })* };
+        }
+        overlay!(listen, log_format, sweep_interval_ms, sweep_batch, request_timeout_ms, acquire_timeout_ms);
+        overlay!(body_limit_bytes, auth_cache_ms);
+        s.insecure_no_auth |= self.insecure_no_auth;
+        if self.no_migrate {
+            s.migrate = false;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+}
+
+/// `holdfast serve`: runs until Ctrl-C or SIGTERM.
+pub async fn serve(args: ServeArgs, db: DbFlags) -> ExitCode {
+    let settings = match args.settings(&db) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error[invalid_config]: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    logging::init(settings.log_format);
+    let app = match Application::build(settings).await {
+        Ok(app) => app,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "cannot start");
+            return ExitCode::from(5);
+        }
+    };
+    match app.run_until(shutdown_signal()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "server failed");
+            ExitCode::from(5)
+        }
+    }
+}
+
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum TokenCommand {
+    /// Make a token for one or more shops (and/or /admin); prints it once.
+    Create {
+        /// A shop the token reaches; repeat for more.
+        #[arg(long = "shop")]
+        shops: Vec<ShopId>,
+        /// The token also reaches /admin.
+        #[arg(long)]
+        admin: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every token: id, shops, admin, created, revoked.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Refuse a token from now on (servers notice within their auth cache time).
+    Revoke {
+        /// The token's id (the part after `hf_`, as `token list` shows it).
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `holdfast token …`.
+pub async fn token(cmd: TokenCommand, db: DbFlags) -> ExitCode {
+    let json = matches!(
+        cmd,
+        TokenCommand::Create { json: true, .. }
+            | TokenCommand::List { json: true }
+            | TokenCommand::Revoke { json: true, .. }
+    );
+    match token_inner(cmd, db).await {
+        Ok(code) => code,
+        Err(e) => {
+            if json {
+                println!("{}", json!({ "error": "token_failed", "message": format!("{e:#}") }));
+            } else {
+                eprintln!("error: {e:#}");
+            }
+            ExitCode::from(5)
+        }
+    }
+}
+
+async fn token_inner(cmd: TokenCommand, db: DbFlags) -> anyhow::Result<ExitCode> {
+    let url = db.database_url.clone().unwrap_or_else(holdfast_sql::default_database_url);
+    if let TokenCommand::Create { shops, admin: false, .. } = &cmd
+        && shops.is_empty()
+    {
+        eprintln!("error[invalid_request]: give at least one --shop, or --admin");
+        return Ok(ExitCode::from(2));
+    }
+    let mut opts = ConnectOptions::new(&url);
+    opts.max_connections = 2;
+    let database = holdfast_sql::open(&opts).await.context("connecting")?;
+    // Like every other command: the embedded default migrates itself;
+    // servers are migrated by `holdfast migrate` (or `serve`).
+    if url.starts_with("sqlite:") {
+        database.store.migrate().await.context("migrating")?;
+    }
+    let tokens = database.tokens;
+    match cmd {
+        TokenCommand::Create { shops, admin, json } => {
+            let new = auth::mint(shops, admin);
+            tokens.insert_token(&new.record).await.context("storing the token")?;
+            if json {
+                println!(
+                    "{}",
+                    json!({ "token": new.text, "id": new.record.id, "shops": new.record.shops, "admin": admin })
+                );
+            } else {
+                println!("{}", new.text);
+                eprintln!("token {} created; it is shown only this once.", new.record.id);
+            }
+        }
+        TokenCommand::List { json } => {
+            let all = tokens.list_tokens().await.context("listing tokens")?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                println!("{:<16}  {:<6}  {:<7}  {:<20}  shops", "id", "admin", "revoked", "created");
+                for t in all {
+                    let shops: Vec<&str> = t.shops.iter().map(|s| s.as_str()).collect();
+                    println!(
+                        "{:<16}  {:<6}  {:<7}  {:<20}  {}",
+                        t.id,
+                        t.admin,
+                        t.revoked_at.is_some(),
+                        t.created_at.format("%Y-%m-%d %H:%M:%S"),
+                        shops.join(",")
+                    );
+                }
+            }
+        }
+        TokenCommand::Revoke { id, json } => {
+            let id = id.strip_prefix("hf_").unwrap_or(&id).split('_').next().unwrap_or_default().to_string();
+            let done = tokens.revoke_token(&id).await.context("revoking")?;
+            if json {
+                println!("{}", json!({ "id": id, "revoked": done }));
+            } else if done {
+                println!("token {id} revoked");
+            } else {
+                eprintln!("error[not_found]: no live token {id}");
+            }
+            if !done {
+                return Ok(ExitCode::from(4));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

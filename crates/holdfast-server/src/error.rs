@@ -1,0 +1,172 @@
+//! The one error type every handler returns, and the JSON envelope every
+//! error answer has: `{"error": <stable code>, "message": …}` (plus `lines`
+//! for `insufficient_stock`). Store errors keep the code and status that
+//! `holdfast_core::Error` gives them; the codes added here are the HTTP
+//! layer's own (auth, routing, body framing, timeouts).
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use holdfast_core::{Error, Invalid, Shortfall};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The body of every error answer.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// Stable code, part of the API contract (see the README's table).
+    pub error: &'static str,
+    /// For people; may change between versions.
+    pub message: String,
+    /// Only for `insufficient_stock`: what each line asked for and could have had.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<ShortfallBody>>)]
+    pub lines: Option<Vec<Shortfall>>,
+}
+
+/// One line of an `insufficient_stock` answer.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ShortfallBody {
+    pub item: String,
+    pub requested: u32,
+    pub available: u32,
+}
+
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub body: ErrorBody,
+    /// Seconds for `Retry-After` (503 answers).
+    pub retry_after: Option<u32>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        let retry_after = (status == StatusCode::SERVICE_UNAVAILABLE).then_some(1);
+        Self { status, body: ErrorBody { error: code, message: message.into(), lines: None }, retry_after }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    pub fn timeout() -> Self {
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            "the request took longer than the server's request timeout",
+        )
+    }
+
+    /// The answer for a status a layer below the handlers produced with no
+    /// JSON body of its own (body limit, method router, panics).
+    pub fn for_status(status: StatusCode) -> Self {
+        let (code, message) = match status.as_u16() {
+            400 => ("bad_request", "the request could not be read"),
+            404 => ("not_found", "no such route"),
+            405 => ("method_not_allowed", "this route does not take that method"),
+            408 => ("timeout", "the request body came too slowly"),
+            413 => ("payload_too_large", "the request body is over the size limit"),
+            415 => ("unsupported_media_type", "send the body as application/json"),
+            s if s >= 500 => ("internal", "internal error"),
+            _ => ("bad_request", "the request was refused"),
+        };
+        Self::new(status, code, message)
+    }
+
+    pub fn code(&self) -> &'static str {
+        self.body.error
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        // Internal and database details go to the log, not to the caller.
+        let message = match &e {
+            Error::Internal(detail) => {
+                tracing::error!(%detail, "internal store error");
+                "internal error".to_string()
+            }
+            Error::Unavailable(detail) => {
+                tracing::warn!(%detail, "database unavailable");
+                "the database is unavailable or every connection is busy; try again".to_string()
+            }
+            e => e.to_string(),
+        };
+        let mut err = ApiError::new(status, e.code(), message);
+        if let Error::InsufficientStock(lines) = e {
+            err.body.lines = Some(lines);
+        }
+        err
+    }
+}
+
+impl From<Invalid> for ApiError {
+    fn from(e: Invalid) -> Self {
+        Error::Invalid(e).into()
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(r: JsonRejection) -> Self {
+        match r {
+            // Well-formed JSON of the wrong shape: missing fields, wrong
+            // types, values our types refuse (quantity 0, a bad item id).
+            JsonRejection::JsonDataError(e) => {
+                Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", e.body_text())
+            }
+            JsonRejection::JsonSyntaxError(e) => Self::new(StatusCode::BAD_REQUEST, "malformed_json", e.body_text()),
+            JsonRejection::MissingJsonContentType(_) => Self::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body with Content-Type: application/json",
+            ),
+            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Self::for_status(StatusCode::PAYLOAD_TOO_LARGE)
+            }
+            other => Self::new(StatusCode::BAD_REQUEST, "bad_request", other.body_text()),
+        }
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(r: PathRejection) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", r.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", r.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut res = (self.status, axum::Json(&self.body)).into_response();
+        if let Some(secs) = self.retry_after {
+            res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            res.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        // Lets the envelope middleware tell our answers from a layer's.
+        res.extensions_mut().insert(Enveloped);
+        res
+    }
+}
+
+/// Marks a response whose body is already an [`ErrorBody`].
+#[derive(Debug, Clone, Copy)]
+pub struct Enveloped;
+
+pub type ApiResult<T> = Result<T, ApiError>;

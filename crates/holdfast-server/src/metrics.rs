@@ -1,0 +1,79 @@
+//! Prometheus metrics. The recorder is process-wide (the `metrics` macros
+//! write to one global recorder), installed once; `/metrics` renders it after
+//! copying in the gauges read at scrape time (store counters, pool).
+//!
+//! Names:
+//! - `holdfast_http_requests_total{method, route, status}`
+//! - `holdfast_http_request_duration_seconds{method, route}` (histogram)
+//! - `holdfast_reservations_total{outcome}`: held, replayed, insufficient,
+//!   conflict, error
+//! - `holdfast_sweeper_released_total`, `holdfast_sweeper_errors_total`
+//! - `holdfast_store_retries_total`, `holdfast_store_deadlocks_total`,
+//!   `holdfast_store_replenishments_total`, `holdfast_store_expired_total`
+//! - `holdfast_db_pool_connections{state="idle"|"in_use"}`, `holdfast_db_pool_max`
+//! - `holdfast_db_unavailable_total`: requests answered 503 because no
+//!   connection came within the acquire timeout (the pool's waits that failed)
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::state::AppState;
+
+/// Latency buckets (seconds): sub-millisecond SQLite answers up to the
+/// request timeout.
+const LATENCY_BUCKETS: &[f64] =
+    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// The process's recorder, installed on first use.
+pub fn handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), LATENCY_BUCKETS)
+                .expect("buckets are non-empty")
+                .install_recorder()
+                .expect("no other metrics recorder is installed")
+        })
+        .clone()
+}
+
+/// Middleware: counts and times every request by its route template (not the
+/// raw path, which would make a series per reservation id).
+pub async fn track(req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
+    let route = route.unwrap_or_else(|| "unmatched".into());
+    let method = req.method().as_str().to_owned();
+    let started = Instant::now();
+    let res = next.run(req).await;
+    let status = res.status().as_u16().to_string();
+    histogram!("holdfast_http_request_duration_seconds", "method" => method.clone(), "route" => route.clone())
+        .record(started.elapsed().as_secs_f64());
+    counter!("holdfast_http_requests_total", "method" => method, "route" => route, "status" => status).increment(1);
+    res
+}
+
+pub fn reservation_outcome(outcome: &'static str) {
+    counter!("holdfast_reservations_total", "outcome" => outcome).increment(1);
+}
+
+/// The scrape: copies the store's counters and the pool's state in, renders.
+pub async fn render(State(state): State<AppState>) -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    let stats = state.store.stats();
+    counter!("holdfast_store_retries_total").absolute(stats.retries);
+    counter!("holdfast_store_deadlocks_total").absolute(stats.deadlocks);
+    counter!("holdfast_store_replenishments_total").absolute(stats.replenishments);
+    counter!("holdfast_store_expired_total").absolute(stats.expired);
+    let pool = state.db.pool_status();
+    gauge!("holdfast_db_pool_connections", "state" => "idle").set(pool.idle as f64);
+    gauge!("holdfast_db_pool_connections", "state" => "in_use").set(pool.size.saturating_sub(pool.idle) as f64);
+    gauge!("holdfast_db_pool_max").set(pool.max as f64);
+    state.metrics.run_upkeep();
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
+}

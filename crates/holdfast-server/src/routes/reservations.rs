@@ -1,0 +1,132 @@
+//! `/v1/shops/{shop}/reservations…`: create (201, or 200 for a replay of the
+//! same key and lines), get, claim, release, extend.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use holdfast_core::{Error, ReservationId, ReserveRequest, Ttl};
+
+use super::{Body, Params, body, params};
+use crate::api::{CreateReservation, ExtendBody, ReservationBody};
+use crate::auth::ShopAccess;
+use crate::error::{ApiResult, ErrorBody};
+use crate::metrics::reservation_outcome;
+use crate::state::AppState;
+
+fn reservation_id(raw: &str) -> ApiResult<ReservationId> {
+    Ok(raw.parse::<ReservationId>()?)
+}
+
+/// Hold stock for a checkout.
+#[utoipa::path(
+    post, path = "/v1/shops/{shop}/reservations", tag = "reservations",
+    params(("shop" = String, Path, description = "shop id")),
+    request_body = CreateReservation,
+    responses(
+        (status = 201, description = "held", body = ReservationBody),
+        (status = 200, description = "replay of the same key and lines: the existing reservation", body = ReservationBody),
+        (status = 409, description = "insufficient_stock (with `lines`) or idempotency_conflict", body = ErrorBody),
+        (status = 422, description = "invalid_request", body = ErrorBody),
+        (status = 503, description = "unavailable, contended or timeout; see Retry-After", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn create(
+    State(state): State<AppState>,
+    access: ShopAccess,
+    req: Body<CreateReservation>,
+) -> ApiResult<(StatusCode, Json<ReservationBody>)> {
+    let b = body(req)?;
+    let ttl = match b.ttl_seconds {
+        Some(s) => Ttl::from_secs(s)?,
+        None => Ttl::DEFAULT,
+    };
+    let lines = b.lines.into_iter().map(Into::into).collect();
+    let req = ReserveRequest::new(access.shop, b.key, lines, ttl, b.allow_partial, b.allow_split)?;
+    match state.store.reserve(&req).await {
+        Ok(r) => {
+            reservation_outcome(if r.created { "held" } else { "replayed" });
+            let status = if r.created { StatusCode::CREATED } else { StatusCode::OK };
+            Ok((status, Json(r.reservation.into())))
+        }
+        Err(e) => {
+            reservation_outcome(match e {
+                Error::InsufficientStock(_) => "insufficient",
+                Error::IdempotencyConflict(_) => "conflict",
+                _ => "error",
+            });
+            Err(e.into())
+        }
+    }
+}
+
+/// Read a reservation.
+#[utoipa::path(
+    get, path = "/v1/shops/{shop}/reservations/{id}", tag = "reservations",
+    params(("shop" = String, Path), ("id" = i64, Path)),
+    responses((status = 200, body = ReservationBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+pub async fn get(
+    State(state): State<AppState>,
+    access: ShopAccess,
+    p: Params<(String, String)>,
+) -> ApiResult<Json<ReservationBody>> {
+    let id = reservation_id(&params(p)?.1)?;
+    Ok(Json(state.store.get(&access.shop, id).await?.into()))
+}
+
+/// Payment succeeded: the held units become committed. Idempotent.
+#[utoipa::path(
+    post, path = "/v1/shops/{shop}/reservations/{id}/claim", tag = "reservations",
+    params(("shop" = String, Path), ("id" = i64, Path)),
+    responses(
+        (status = 200, body = ReservationBody),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "reservation_expired or invalid_state", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn claim(
+    State(state): State<AppState>,
+    access: ShopAccess,
+    p: Params<(String, String)>,
+) -> ApiResult<Json<ReservationBody>> {
+    let id = reservation_id(&params(p)?.1)?;
+    Ok(Json(state.store.claim(&access.shop, id).await?.into()))
+}
+
+/// Payment failed or the cart was abandoned: the units go back. Idempotent.
+#[utoipa::path(
+    post, path = "/v1/shops/{shop}/reservations/{id}/release", tag = "reservations",
+    params(("shop" = String, Path), ("id" = i64, Path)),
+    responses((status = 200, body = ReservationBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+pub async fn release(
+    State(state): State<AppState>,
+    access: ShopAccess,
+    p: Params<(String, String)>,
+) -> ApiResult<Json<ReservationBody>> {
+    let id = reservation_id(&params(p)?.1)?;
+    Ok(Json(state.store.release(&access.shop, id).await?.into()))
+}
+
+/// Move the expiry of a live hold to now + `ttl_seconds`.
+#[utoipa::path(
+    post, path = "/v1/shops/{shop}/reservations/{id}/extend", tag = "reservations",
+    params(("shop" = String, Path), ("id" = i64, Path)),
+    request_body = ExtendBody,
+    responses((status = 200, body = ReservationBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+pub async fn extend(
+    State(state): State<AppState>,
+    access: ShopAccess,
+    p: Params<(String, String)>,
+    req: Body<ExtendBody>,
+) -> ApiResult<Json<ReservationBody>> {
+    let id = reservation_id(&params(p)?.1)?;
+    let ttl = Ttl::from_secs(body(req)?.ttl_seconds)?;
+    Ok(Json(state.store.extend(&access.shop, id, ttl).await?.into()))
+}

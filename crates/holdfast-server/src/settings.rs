@@ -1,0 +1,119 @@
+//! What `holdfast serve` is configured with. Defaults here, then an optional
+//! TOML file (the same keys), then environment variables and flags (which
+//! clap merges; see `cli.rs`): the later wins.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
+
+/// How the log lines look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line per event.
+    #[default]
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// `None`: the embedded SQLite file (`holdfast_sql::default_database_url`).
+    pub database_url: Option<String>,
+    /// Set by the CLI's global `--max-connections` (not a TOML key).
+    #[serde(skip)]
+    pub max_connections: u32,
+    /// How long a request waits for a database connection before `503`.
+    pub acquire_timeout_ms: u64,
+    /// Set by the CLI's global `--pool-cap` (not a TOML key).
+    #[serde(skip)]
+    pub pool_cap: u32,
+    /// Longest a request may take, body read included, before `503 timeout`.
+    pub request_timeout_ms: u64,
+    /// Largest request body accepted (bytes).
+    pub body_limit_bytes: usize,
+    /// Pause between expiry sweeps; 0 turns the sweeper off.
+    pub sweep_interval_ms: u64,
+    /// Most holds released per sweep transaction.
+    pub sweep_batch: u32,
+    /// How long a verified token is trusted without reading its row again
+    /// (a revocation takes effect within this time); 0 reads it every time.
+    pub auth_cache_ms: u64,
+    /// Every request is let through as an admin. For local trials only.
+    pub insecure_no_auth: bool,
+    /// Run migrations at start-up (idempotent, serialised between replicas).
+    pub migrate: bool,
+    pub log_format: LogFormat,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
+            database_url: None,
+            max_connections: 32,
+            acquire_timeout_ms: 2_000,
+            pool_cap: 1_000,
+            request_timeout_ms: 10_000,
+            // 100 lines of 32 candidate locations of 64 characters fit.
+            body_limit_bytes: 256 * 1024,
+            sweep_interval_ms: 1_000,
+            sweep_batch: 500,
+            auth_cache_ms: 5_000,
+            insecure_no_auth: false,
+            migrate: true,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl Settings {
+    /// The defaults overlaid with the keys of a TOML file.
+    pub fn from_toml_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    pub fn database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(holdfast_sql::default_database_url)
+    }
+
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn sweep_interval(&self) -> Option<Duration> {
+        (self.sweep_interval_ms > 0).then(|| Duration::from_millis(self.sweep_interval_ms))
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!((1..=1_000).contains(&self.max_connections), "max_connections must be 1…1000");
+        anyhow::ensure!((1..=100_000).contains(&self.pool_cap), "pool_cap must be 1…100000");
+        anyhow::ensure!(self.request_timeout_ms > 0, "request_timeout_ms must be positive");
+        anyhow::ensure!(self.acquire_timeout_ms > 0, "acquire_timeout_ms must be positive");
+        anyhow::ensure!(self.body_limit_bytes >= 1024, "body_limit_bytes must be at least 1024");
+        anyhow::ensure!((1..=100_000).contains(&self.sweep_batch), "sweep_batch must be 1…100000");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_keys_overlay_defaults_and_typos_are_refused() {
+        let s: Settings = toml::from_str("listen = \"0.0.0.0:9000\"\nsweep_interval_ms = 0\n").unwrap();
+        assert_eq!(s.listen.port(), 9000);
+        assert_eq!(s.sweep_interval(), None);
+        assert_eq!(s.max_connections, 32);
+        assert!(toml::from_str::<Settings>("listne = \"0.0.0.0:1\"").is_err());
+    }
+}

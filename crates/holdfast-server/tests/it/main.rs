@@ -1,0 +1,1 @@
+//! holdfast-server's integration tests over real HTTP (being written).
