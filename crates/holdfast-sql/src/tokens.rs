@@ -5,7 +5,7 @@
 //! here side by side rather than in each dialect's `queries/`.
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
 use holdfast_core::{Error, ShopId, TokenRecord, TokenStore};
 
 use crate::engine::SqlStore;
@@ -29,9 +29,33 @@ fn db_error(e: sqlx::Error) -> Error {
     }
 }
 
-/// PostgreSQL and MySQL keep a timestamp as it is.
+fn text<R: sqlx::Row>(r: &R, col: &str) -> sqlx::Result<String>
+where
+    for<'c> &'c str: sqlx::ColumnIndex<R>,
+    for<'r> String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    r.try_get(col)
+}
+
+/// MySQL reports `ascii_bin` columns as binary: read bytes, then text.
+fn ascii_text(r: &sqlx::mysql::MySqlRow, col: &str) -> sqlx::Result<String> {
+    use sqlx::Row;
+    let bytes: Vec<u8> = r.try_get(col)?;
+    String::from_utf8(bytes).map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}
+
+/// PostgreSQL's timestamptz is a `DateTime<Utc>` as it is.
 fn same(t: DateTime<Utc>) -> DateTime<Utc> {
     t
+}
+
+/// MySQL's DATETIME has no zone: it holds UTC here.
+fn naive(t: DateTime<Utc>) -> NaiveDateTime {
+    t.naive_utc()
+}
+
+fn from_naive(t: NaiveDateTime) -> DateTime<Utc> {
+    Utc.from_utc_datetime(&t)
 }
 
 fn millis(t: DateTime<Utc>) -> i64 {
@@ -45,7 +69,7 @@ fn from_millis(ms: i64) -> DateTime<Utc> {
 /// Implements [`TokenStore`] for one dialect. `$enc`/`$dec` turn a time into
 /// the column's type and back (SQLite keeps unix milliseconds).
 macro_rules! token_store {
-    ($dialect:ty, $row:ty, $time:ty, $enc:expr, $dec:expr,
+    ($dialect:ty, $row:ty, $text:expr, $time:ty, $enc:expr, $dec:expr,
      insert: $insert:literal, find: $find:literal, list: $list:literal, revoke: $revoke:literal) => {
         impl SqlStore<$dialect> {
             fn token_row(r: &$row) -> Result<TokenRecord, Error> {
@@ -54,9 +78,9 @@ macro_rules! token_store {
                 let created: $time = r.try_get("created_at").map_err(get)?;
                 let revoked: Option<$time> = r.try_get("revoked_at").map_err(get)?;
                 Ok(TokenRecord {
-                    id: r.try_get("id").map_err(get)?,
-                    hash: r.try_get("hash").map_err(get)?,
-                    shops: parse_shops(&r.try_get::<String, _>("shops").map_err(get)?)?,
+                    id: $text(r, "id").map_err(get)?,
+                    hash: $text(r, "hash").map_err(get)?,
+                    shops: parse_shops(&$text(r, "shops").map_err(get)?)?,
                     admin: r.try_get("admin").map_err(get)?,
                     created_at: $dec(created),
                     revoked_at: revoked.map($dec),
@@ -98,19 +122,19 @@ macro_rules! token_store {
     };
 }
 
-token_store!(Pg, sqlx::postgres::PgRow, DateTime<Utc>, same, same,
+token_store!(Pg, sqlx::postgres::PgRow, text::<sqlx::postgres::PgRow>, DateTime<Utc>, same, same,
     insert: "INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES ($1, $2, $3, $4, $5)",
     find: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = $1",
     list: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
     revoke: "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL");
 
-token_store!(My, sqlx::mysql::MySqlRow, DateTime<Utc>, same, same,
+token_store!(My, sqlx::mysql::MySqlRow, ascii_text, NaiveDateTime, naive, from_naive,
     insert: "INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES (?, ?, ?, ?, ?)",
     find: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = ?",
     list: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
     revoke: "UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
 
-token_store!(Lite, sqlx::sqlite::SqliteRow, i64, millis, from_millis,
+token_store!(Lite, sqlx::sqlite::SqliteRow, text::<sqlx::sqlite::SqliteRow>, i64, millis, from_millis,
     insert: "INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES (?, ?, ?, ?, ?)",
     find: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = ?",
     list: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
