@@ -35,6 +35,7 @@ pub struct Lite;
 const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") },
     Migration { version: 2, name: "tokens", sql: include_str!("migrations/0002_tokens.sql") },
+    Migration { version: 3, name: "modes", sql: include_str!("migrations/0003_modes.sql") },
 ];
 
 /// How long a writer waits for another process to let go of the write lock

@@ -1,0 +1,73 @@
+//! The path off a Redis counter model (SPEC §1, §5, §7): the legacy store
+//! itself ([`RedisStore`]), and the [`ModeRouter`] that serves each shop in
+//! its mode — `redis`, `shadow`, `sql-primary` or `sql` — from rules in the
+//! database ([`ModeControl`]: shop lists, percentages, the kill switch).
+//!
+//! Composition for a server: [`Migration::build`] gives an `Arc<dyn Store>`
+//! to serve with and the admin handles for `/admin/modes` and
+//! `/admin/kill-switch`.
+
+pub mod cli;
+pub mod modes;
+pub mod reconcile;
+pub mod router;
+pub mod shadow;
+pub mod sql;
+pub mod store;
+
+use std::sync::Arc;
+
+use holdfast_core::{Error, Store};
+
+pub use modes::{KillSwitch, Mode, ModeChange, ModeControl, ModesView, Rules};
+pub use reconcile::{Direction, ReconcileReport};
+pub use router::ModeRouter;
+pub use shadow::{ShadowConfig, ShadowCounts};
+pub use sql::ControlDb;
+pub use store::{ClaimOrder, InjectedFault, REDIS_ID_BASE, RedisOptions, RedisStore, is_redis_id};
+
+/// Everything a serving process needs to run shops in their modes.
+#[derive(Debug, Clone)]
+pub struct Migration {
+    pub router: Arc<ModeRouter>,
+    pub control: Arc<ModeControl>,
+    pub redis: Arc<RedisStore>,
+}
+
+impl Migration {
+    /// Wraps the SQL store of `database_url` in a [`ModeRouter`]: reads the
+    /// mode rules (failing if they cannot be read), starts the poller that
+    /// follows them, and the shadow mirror. Redis is connected lazily, so a
+    /// Redis outage at start does not stop `sql` shops.
+    pub async fn build(
+        sql: Arc<dyn Store>,
+        database_url: &str,
+        redis: RedisOptions,
+        shadow: ShadowConfig,
+    ) -> Result<Self, Error> {
+        let db = ControlDb::connect(database_url, 4).await?;
+        let control = ModeControl::load(db.clone()).await?;
+        control.spawn_poller();
+        let redis = Arc::new(RedisStore::new(redis, db)?);
+        let router = Arc::new(ModeRouter::new(sql, redis.clone(), control.clone(), shadow));
+        Ok(Self { router, control, redis })
+    }
+
+    /// The store to serve with.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.router.clone()
+    }
+
+    /// `GET /admin/modes`: rules, the modes of `shops`, and the shadow counters.
+    pub fn admin_view(&self, shops: &[holdfast_core::ShopId]) -> AdminModes {
+        AdminModes { modes: self.control.view(shops), shadow: self.router.shadow_counts() }
+    }
+}
+
+/// The body of `GET /admin/modes`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct AdminModes {
+    #[serde(flatten)]
+    pub modes: ModesView,
+    pub shadow: ShadowCounts,
+}

@@ -1,0 +1,313 @@
+//! Which store decides for which shop: the four modes of SPEC §7, the rules
+//! that assign them (explicit shop lists, percentages by a stable hash of
+//! shop_id, the kill switch), and [`ModeControl`], which keeps every serving
+//! process within a poll interval (half a second) of the rules in the
+//! database. The admin API for `/admin/modes` and `/admin/kill-switch` is
+//! here too, as plain async functions with serde types.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use holdfast_core::{Error, Invalid, ShopId};
+use serde::{Deserialize, Serialize};
+
+use crate::sql::ControlDb;
+
+/// A shop's mode, in the order a shop moves through them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Legacy only: Redis decides, SQL is not involved beyond its ledger.
+    Redis,
+    /// Redis decides; every operation is mirrored to SQL off the critical
+    /// path and the two answers are compared.
+    Shadow,
+    /// SQL decides; Redis is updated after each commit so it stays current.
+    SqlPrimary,
+    /// holdfast only.
+    Sql,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [Mode::Redis, Mode::Shadow, Mode::SqlPrimary, Mode::Sql];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Redis => "redis",
+            Mode::Shadow => "shadow",
+            Mode::SqlPrimary => "sql-primary",
+            Mode::Sql => "sql",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = Invalid;
+    fn from_str(s: &str) -> Result<Self, Invalid> {
+        Mode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| Invalid::new("mode", format!("must be redis, shadow, sql-primary or sql (got {s:?})")))
+    }
+}
+
+/// A shop's place in the rollout, 0..10,000 (basis points): FNV-1a of the
+/// shop id. Stable across processes, releases and platforms, so a shop that
+/// is in at 5% stays in at 10%.
+pub fn bucket(shop: &ShopId) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in shop.as_str().bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % 10_000) as u32
+}
+
+/// The rules as stored in the database.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rules {
+    /// Explicit assignments; they win over percentages.
+    pub shops: BTreeMap<ShopId, Mode>,
+    /// For shadow, sql-primary and sql: the percentage of shops at that mode
+    /// *or a later one*. `shadow 100, sql-primary 10` puts 10% of shops on
+    /// sql-primary and the other 90% in shadow. The lowest buckets advance
+    /// first, so raising a percentage only ever moves shops forward.
+    pub rollout: BTreeMap<Mode, u8>,
+    /// Engaged: every shop that would be sql-primary is served as shadow
+    /// (Redis decides again, SQL keeps being mirrored so the shop can go
+    /// forward again without a reconcile).
+    pub kill_switch: bool,
+}
+
+impl Rules {
+    /// The mode the rules give `shop`, before the kill switch.
+    pub fn assigned(&self, shop: &ShopId) -> Mode {
+        if let Some(m) = self.shops.get(shop) {
+            return *m;
+        }
+        let b = bucket(shop);
+        for m in [Mode::Sql, Mode::SqlPrimary, Mode::Shadow] {
+            let pct = self.rollout.get(&m).copied().unwrap_or(0) as u32;
+            if b < pct * 100 {
+                return m;
+            }
+        }
+        Mode::Redis
+    }
+
+    /// The mode `shop` is served in now.
+    pub fn mode_of(&self, shop: &ShopId) -> Mode {
+        match self.assigned(shop) {
+            Mode::SqlPrimary if self.kill_switch => Mode::Shadow,
+            m => m,
+        }
+    }
+}
+
+/// The rules of one database, kept fresh by a poller, and the admin API.
+#[derive(Debug)]
+pub struct ModeControl {
+    db: ControlDb,
+    rules: RwLock<Arc<Rules>>,
+    poll_errors: AtomicU64,
+}
+
+/// How often each process rereads the rules: a change reaches every process
+/// within this (plus one query), well inside the promised second.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+
+impl ModeControl {
+    /// Reads the rules once; fails if the database cannot be read (a process
+    /// must not start serving on guessed modes).
+    pub async fn load(db: ControlDb) -> Result<Arc<Self>, Error> {
+        let rules = db.load_rules().await?;
+        Ok(Arc::new(Self { db, rules: RwLock::new(Arc::new(rules)), poll_errors: AtomicU64::new(0) }))
+    }
+
+    /// Starts the poller. It stops when the last other `Arc` is dropped.
+    pub fn spawn_poller(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(POLL_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(me) = weak.upgrade() else { return };
+                me.refresh().await;
+            }
+        })
+    }
+
+    /// Rereads the rules. On a failed read the last rules stay in force and
+    /// the failure is counted: a database blip must not flip modes.
+    pub async fn refresh(&self) {
+        match self.db.load_rules().await {
+            Ok(rules) => self.install(rules),
+            Err(e) => {
+                self.poll_errors.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("holdfast_mode_poll_errors_total").increment(1);
+                tracing::warn!(error = %e, "cannot reread the mode rules; keeping the last ones");
+            }
+        }
+    }
+
+    fn install(&self, rules: Rules) {
+        let mut cur = self.rules.write().expect("rules lock");
+        if cur.kill_switch != rules.kill_switch {
+            tracing::warn!(engaged = rules.kill_switch, "kill switch changed");
+        }
+        *cur = Arc::new(rules);
+    }
+
+    pub fn rules(&self) -> Arc<Rules> {
+        self.rules.read().expect("rules lock").clone()
+    }
+
+    pub fn mode_of(&self, shop: &ShopId) -> Mode {
+        self.rules.read().expect("rules lock").mode_of(shop)
+    }
+
+    pub fn db(&self) -> &ControlDb {
+        &self.db
+    }
+
+    pub fn poll_errors(&self) -> u64 {
+        self.poll_errors.load(Ordering::Relaxed)
+    }
+
+    // ---- the admin API (`/admin/modes`, `/admin/kill-switch`, the CLI) ----
+
+    /// `GET /admin/modes`: the stored rules, and the mode of each shop named
+    /// in `shops` as it is served now.
+    pub fn view(&self, shops: &[ShopId]) -> ModesView {
+        let rules = self.rules();
+        ModesView { resolved: shops.iter().map(|s| (s.clone(), rules.mode_of(s))).collect(), rules: (*rules).clone() }
+    }
+
+    /// `PUT /admin/modes`: applies one change and rereads the rules, so the
+    /// answer shows the change in force in this process.
+    pub async fn apply(&self, change: &ModeChange) -> Result<ModesView, Error> {
+        match change {
+            ModeChange::Shop { shop, mode } => self.db.set_shop_mode(shop, *mode).await?,
+            ModeChange::Rollout { mode, percent } => {
+                if *mode == Mode::Redis {
+                    return Err(Invalid::new(
+                        "mode",
+                        "redis is where shops start; roll out shadow, sql-primary or sql",
+                    )
+                    .into());
+                }
+                if *percent > 100 {
+                    return Err(Invalid::new("percent", format!("must be 0 to 100 (got {percent})")).into());
+                }
+                self.db.set_rollout(*mode, *percent).await?
+            }
+        }
+        self.install(self.db.load_rules().await?);
+        let shops = match change {
+            ModeChange::Shop { shop, .. } => vec![shop.clone()],
+            ModeChange::Rollout { .. } => Vec::new(),
+        };
+        Ok(self.view(&shops))
+    }
+
+    /// `POST /admin/kill-switch {"engaged": …}`: stored first, so that every
+    /// other process follows within [`POLL_INTERVAL`] and a restart keeps it.
+    pub async fn set_kill_switch(&self, engaged: bool) -> Result<KillSwitch, Error> {
+        self.db.set_kill_switch(engaged).await?;
+        self.install(self.db.load_rules().await?);
+        Ok(self.kill_switch())
+    }
+
+    /// `GET /admin/kill-switch`.
+    pub fn kill_switch(&self) -> KillSwitch {
+        KillSwitch { engaged: self.rules().kill_switch }
+    }
+}
+
+/// The body of `POST /admin/kill-switch` and its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillSwitch {
+    pub engaged: bool,
+}
+
+/// The body of `PUT /admin/modes`: `{"shop": "s1", "mode": "shadow"}` (mode
+/// `null` removes the pin) or `{"rollout": "sql-primary", "percent": 10}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ModeChange {
+    Shop {
+        shop: ShopId,
+        mode: Option<Mode>,
+    },
+    Rollout {
+        #[serde(rename = "rollout")]
+        mode: Mode,
+        percent: u8,
+    },
+}
+
+/// The answer of `GET /admin/modes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModesView {
+    pub rules: Rules,
+    /// Shop → the mode it is served in now (kill switch applied).
+    pub resolved: BTreeMap<ShopId, Mode>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shop(s: &str) -> ShopId {
+        ShopId::new(s).unwrap()
+    }
+
+    #[test]
+    fn the_same_shops_stay_in_as_the_percentage_grows() {
+        let shops: Vec<ShopId> = (0..2000).map(|n| shop(&format!("shop-{n}"))).collect();
+        let mut before: Vec<&ShopId> = Vec::new();
+        for pct in [0u8, 1, 5, 10, 25, 50, 100] {
+            let rules = Rules { rollout: [(Mode::Sql, pct)].into(), ..Rules::default() };
+            let now: Vec<&ShopId> = shops.iter().filter(|s| rules.mode_of(s) == Mode::Sql).collect();
+            assert!(before.iter().all(|s| now.contains(s)), "a shop left at {pct}%");
+            let share = now.len() as f64 / shops.len() as f64 * 100.0;
+            assert!((share - pct as f64).abs() < 3.5, "{pct}% gave {share:.1}%");
+            before = now;
+        }
+    }
+
+    #[test]
+    fn pins_win_and_the_kill_switch_only_moves_sql_primary() {
+        let mut rules = Rules {
+            rollout: [(Mode::Shadow, 100), (Mode::SqlPrimary, 100)].into(),
+            shops: [(shop("pinned"), Mode::Sql), (shop("legacy"), Mode::Redis)].into(),
+            kill_switch: false,
+        };
+        assert_eq!(rules.mode_of(&shop("any")), Mode::SqlPrimary);
+        assert_eq!(rules.mode_of(&shop("legacy")), Mode::Redis);
+        rules.kill_switch = true;
+        assert_eq!(rules.mode_of(&shop("any")), Mode::Shadow);
+        assert_eq!(rules.mode_of(&shop("pinned")), Mode::Sql);
+        assert_eq!(bucket(&shop("s1")), bucket(&shop("s1")));
+    }
+
+    #[test]
+    fn admin_bodies_parse() {
+        let c: ModeChange = serde_json::from_str(r#"{"shop":"s1","mode":"sql-primary"}"#).unwrap();
+        assert_eq!(c, ModeChange::Shop { shop: shop("s1"), mode: Some(Mode::SqlPrimary) });
+        let c: ModeChange = serde_json::from_str(r#"{"rollout":"shadow","percent":25}"#).unwrap();
+        assert_eq!(c, ModeChange::Rollout { mode: Mode::Shadow, percent: 25 });
+        assert!(serde_json::from_str::<ModeChange>(r#"{"shop":"s 1","mode":"sql"}"#).is_err());
+    }
+}

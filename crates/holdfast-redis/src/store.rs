@@ -1,0 +1,688 @@
+//! The legacy store: the counter model most teams run before holdfast
+//! (SPEC §1, §5), behind the same `Store` trait so that it can be compared,
+//! shadowed and migrated from.
+//!
+//! # Where each quantity lives
+//!
+//! ```text
+//! Redis  {p}avail/S/I/L   available units (the counter; guarded decrement)
+//!        {p}held/S/I/L    units held by live reservations
+//!        {p}locs/S/I      locations of an item (sorted set, byte order)
+//!        {p}res/S/ID      a reservation (hash: key, fp, status, expires, lines)
+//!        {p}key/S/KEY     idempotency key → id
+//!        {p}holds         live holds by expiry (sorted set of "S/ID")
+//!        {p}seq           reservation id sequence
+//! SQL    legacy_ledger    on_hand and committed (sold) units
+//! ```
+//!
+//! so the accounting is `on_hand (SQL) = avail + held (Redis) + committed
+//! (SQL)`. `/` cannot occur in a shop, item or location id, so keys cannot
+//! collide. A claim writes both systems with no transaction spanning them:
+//! that is the legacy design and its flaw, shown by the `legacy_flaw` test.
+//!
+//! Reservation ids start at [`REDIS_ID_BASE`], far above any id a SQL
+//! sequence will reach and below 2^53 (exact in JSON and in Lua's doubles).
+//! The router uses that to send a claim to the store that made the hold,
+//! whatever the shop's mode is now.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use holdfast_core::{
+    Allocation, AuditReport, AuditRow, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Quantities,
+    Reservation, ReservationId, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall, StockChange, Store,
+    StoreStats, Ttl,
+};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::sql::{ControlDb, LedgerRow};
+
+/// The first reservation id the Redis store hands out.
+pub const REDIS_ID_BASE: i64 = 1_000_000_000_000_000;
+
+/// Whether the Redis store made this reservation id.
+pub fn is_redis_id(id: ReservationId) -> bool {
+    id.get() > REDIS_ID_BASE
+}
+
+/// How to reach Redis.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Prepended to every key, so that tests (or tenants) share a server.
+    pub prefix: String,
+    /// Longest wait for a reply before the operation fails as unavailable.
+    pub timeout: Duration,
+}
+
+impl RedisOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), prefix: "hf:".into(), timeout: Duration::from_millis(500) }
+    }
+}
+
+/// Which write of a legacy claim goes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClaimOrder {
+    /// The legacy design: add to the SQL ledger, then remove the hold from
+    /// Redis. A crash between the two oversells (the hold later expires and
+    /// its units go back on sale although they were sold).
+    #[default]
+    LedgerFirst,
+    /// The other order: a crash between the two undersells (the units left
+    /// Redis but were never counted as sold: they are lost to the shop).
+    RedisFirst,
+}
+
+/// A failure injected between the two writes of a legacy claim, as a
+/// process crash there would leave things. For tests and demonstrations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InjectedFault {
+    /// The next claim stops after its first write.
+    CrashBetweenClaimWrites,
+}
+
+struct Scripts {
+    reserve: redis::Script,
+    settle: redis::Script,
+    sweep: redis::Script,
+    stock: redis::Script,
+    mirror_hold: redis::Script,
+    set_counters: redis::Script,
+}
+
+impl Scripts {
+    fn new() -> Self {
+        Self {
+            reserve: redis::Script::new(include_str!("scripts/reserve.lua")),
+            settle: redis::Script::new(include_str!("scripts/settle.lua")),
+            sweep: redis::Script::new(include_str!("scripts/sweep.lua")),
+            stock: redis::Script::new(include_str!("scripts/stock.lua")),
+            mirror_hold: redis::Script::new(include_str!("scripts/mirror_hold.lua")),
+            set_counters: redis::Script::new(include_str!("scripts/set_counters.lua")),
+        }
+    }
+}
+
+/// The Redis counter store with its SQL ledger.
+pub struct RedisStore {
+    client: redis::Client,
+    conn: tokio::sync::Mutex<Option<ConnectionManager>>,
+    opts: RedisOptions,
+    db: ControlDb,
+    scripts: Scripts,
+    order: Mutex<ClaimOrder>,
+    fault: Mutex<Option<InjectedFault>>,
+    expired: AtomicU64,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore").field("url", &self.opts.url).field("prefix", &self.opts.prefix).finish()
+    }
+}
+
+fn redis_error(e: redis::RedisError) -> Error {
+    if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped() {
+        Error::Unavailable(format!("redis: {e}"))
+    } else {
+        Error::Internal(format!("redis: {e}"))
+    }
+}
+
+fn bad_reply(what: &str) -> Error {
+    Error::Internal(format!("unexpected reply from a Redis script: {what}"))
+}
+
+fn millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_millis(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}
+
+/// A reservation's lines as the scripts store them: `[[item, loc, n], …]`.
+pub(crate) fn lines_json(lines: &[Allocation]) -> String {
+    let v: Vec<(&str, &str, u32)> = lines.iter().map(|a| (a.item.as_str(), a.location.as_str(), a.quantity)).collect();
+    serde_json::to_string(&v).expect("lines serialise")
+}
+
+fn parse_lines(text: &str) -> Result<Vec<Allocation>, Error> {
+    // cjson encodes an empty table as `{}`.
+    if text == "{}" {
+        return Ok(Vec::new());
+    }
+    let raw: Vec<(String, String, f64)> = serde_json::from_str(text).map_err(|_| bad_reply("lines"))?;
+    let mut lines = raw
+        .into_iter()
+        .map(|(i, l, n)| {
+            Ok(Allocation {
+                item: ItemId::new(i).map_err(|_| bad_reply("item"))?,
+                location: LocationId::new(l).map_err(|_| bad_reply("location"))?,
+                quantity: n as u32,
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    lines.sort();
+    Ok(lines)
+}
+
+/// Parses `{'res', id, key, status, expires, lines, extra}`.
+fn parse_record(reply: &[String]) -> Result<(Reservation, String), Error> {
+    let [tag, id, key, status, expires, lines, extra] = reply else {
+        return Err(bad_reply("record length"));
+    };
+    if tag != "res" {
+        return Err(bad_reply(tag));
+    }
+    let id: i64 = id.parse().map_err(|_| bad_reply("id"))?;
+    let expires: i64 = expires.parse().map_err(|_| bad_reply("expires"))?;
+    let reservation = Reservation {
+        id: ReservationId::new(id).map_err(|_| bad_reply("id"))?,
+        key: key.parse().map_err(|_| bad_reply("key"))?,
+        status: ReservationStatus::parse(status).ok_or_else(|| bad_reply("status"))?,
+        expires_at: from_millis(expires),
+        lines: parse_lines(lines)?,
+    };
+    Ok((reservation, extra.clone()))
+}
+
+impl RedisStore {
+    /// A store on Redis at `opts.url` with its ledger in `db`. Connects
+    /// lazily: a Redis that is down does not stop the process from starting;
+    /// each operation then fails as `unavailable` until Redis is back.
+    pub fn new(opts: RedisOptions, db: ControlDb) -> Result<Self, Error> {
+        let client = redis::Client::open(opts.url.as_str())
+            .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("redis_url", e.to_string())))?;
+        Ok(Self {
+            client,
+            conn: tokio::sync::Mutex::new(None),
+            opts,
+            db,
+            scripts: Scripts::new(),
+            order: Mutex::new(ClaimOrder::default()),
+            fault: Mutex::new(None),
+            expired: AtomicU64::new(0),
+        })
+    }
+
+    pub fn options(&self) -> &RedisOptions {
+        &self.opts
+    }
+
+    pub fn set_claim_order(&self, order: ClaimOrder) {
+        *self.order.lock().expect("order lock") = order;
+    }
+
+    /// Arms a fault for the next claim (tests; see [`InjectedFault`]).
+    pub fn inject(&self, fault: InjectedFault) {
+        *self.fault.lock().expect("fault lock") = Some(fault);
+    }
+
+    async fn conn(&self) -> Result<ConnectionManager, Error> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        // Once made, the manager reconnects by itself after Redis restarts.
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(self.opts.timeout)
+            .set_response_timeout(self.opts.timeout)
+            .set_number_of_retries(1)
+            .set_max_delay(200);
+        let c = ConnectionManager::new_with_config(self.client.clone(), config).await.map_err(redis_error)?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Fails fast with `unavailable` when Redis does not answer a PING.
+    pub async fn ping(&self) -> Result<(), Error> {
+        let mut c = self.conn().await?;
+        redis::cmd("PING").query_async::<String>(&mut c).await.map_err(redis_error)?;
+        Ok(())
+    }
+
+    fn prefix(&self) -> &str {
+        &self.opts.prefix
+    }
+
+    fn key(&self, kind: &str, shop: &ShopId, item: &ItemId, loc: &LocationId) -> String {
+        format!("{}{kind}/{shop}/{item}/{loc}", self.prefix())
+    }
+
+    async fn settle(&self, shop: &ShopId, id: ReservationId, op: &str, ttl: Option<Ttl>) -> Result<Reservation, Error> {
+        let mut c = self.conn().await?;
+        let reply: Vec<String> = self
+            .scripts
+            .settle
+            .arg(self.prefix())
+            .arg(shop.as_str())
+            .arg(id.get())
+            .arg(op)
+            .arg(ttl.map(|t| t.as_secs() * 1000).unwrap_or(0))
+            .invoke_async(&mut c)
+            .await
+            .map_err(redis_error)?;
+        if reply.first().map(String::as_str) == Some("notfound") {
+            return Err(Error::NotFound);
+        }
+        let (r, outcome) = parse_record(&reply)?;
+        match outcome.as_str() {
+            "ok" => Ok(r),
+            "expired" => {
+                if op != "expire" {
+                    self.expired.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(Error::Expired)
+            }
+            _ => Err(Error::WrongStatus(
+                r.status,
+                match op {
+                    "claim" => "claimed",
+                    "release" => "released",
+                    _ => "extended",
+                },
+            )),
+        }
+    }
+
+    fn take_fault(&self) -> Option<InjectedFault> {
+        self.fault.lock().expect("fault lock").take()
+    }
+
+    /// sql-primary: records a hold SQL decided and committed, so that Redis
+    /// counts it too. Returns how many counters went below zero (Redis had
+    /// drifted from SQL), or `None` if Redis already knew this id.
+    pub async fn mirror_hold(&self, shop: &ShopId, r: &Reservation, fingerprint: &str) -> Result<Option<u32>, Error> {
+        let mut c = self.conn().await?;
+        let n: i64 = self
+            .scripts
+            .mirror_hold
+            .arg(self.prefix())
+            .arg(shop.as_str())
+            .arg(r.id.get())
+            .arg(r.key.as_str())
+            .arg(fingerprint)
+            .arg(millis(r.expires_at))
+            .arg(lines_json(&r.lines))
+            .invoke_async(&mut c)
+            .await
+            .map_err(redis_error)?;
+        Ok((n >= 0).then_some(n as u32))
+    }
+
+    /// sql-primary: applies a claim, release or extend SQL committed to the
+    /// Redis copy of the hold. The Redis half of a claim only (the SQL
+    /// ledger of the legacy model is not written: holdfast's own ledger
+    /// counts the sale).
+    pub async fn mirror_settle(
+        &self,
+        shop: &ShopId,
+        id: ReservationId,
+        op: &str,
+        ttl: Option<Ttl>,
+    ) -> Result<Reservation, Error> {
+        self.settle(shop, id, op, ttl).await
+    }
+
+    /// The shadow mirror's note of which SQL reservation mirrors a Redis one.
+    pub async fn set_mirror_id(
+        &self,
+        shop: &ShopId,
+        id: ReservationId,
+        sql_id: Option<ReservationId>,
+    ) -> Result<(), Error> {
+        let mut c = self.conn().await?;
+        let key = format!("{}res/{shop}/{id}", self.prefix());
+        let v = sql_id.map(|s| s.get()).unwrap_or(0);
+        redis::cmd("HSET").arg(&key).arg("sql_id").arg(v).query_async::<i64>(&mut c).await.map_err(redis_error)?;
+        Ok(())
+    }
+
+    /// See [`set_mirror_id`](Self::set_mirror_id): `None` when the mirror
+    /// holds nothing for this reservation (SQL refused it, or it was never
+    /// mirrored).
+    pub async fn mirror_id(&self, shop: &ShopId, id: ReservationId) -> Result<Option<ReservationId>, Error> {
+        let mut c = self.conn().await?;
+        let key = format!("{}res/{shop}/{id}", self.prefix());
+        let v: Option<i64> =
+            redis::cmd("HGET").arg(&key).arg("sql_id").query_async(&mut c).await.map_err(redis_error)?;
+        Ok(v.and_then(|v| ReservationId::new(v).ok()))
+    }
+
+    /// Reads (available, held) of each (item, location), in one round trip.
+    async fn counters(&self, keys: &[(ShopId, ItemId, LocationId)]) -> Result<Vec<(i64, i64)>, Error> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut c = self.conn().await?;
+        let mut cmd = redis::cmd("MGET");
+        for (s, i, l) in keys {
+            cmd.arg(self.key("avail", s, i, l)).arg(self.key("held", s, i, l));
+        }
+        let v: Vec<Option<i64>> = cmd.query_async(&mut c).await.map_err(redis_error)?;
+        Ok(v.chunks(2).map(|p| (p[0].unwrap_or(0), p[1].unwrap_or(0))).collect())
+    }
+
+    /// Reconcile: overwrites the Redis counters and the legacy ledger row of
+    /// one (item, location) from quantities computed in holdfast's SQL.
+    pub async fn put_counters(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        loc: &LocationId,
+        q: Quantities,
+    ) -> Result<(), Error> {
+        let mut c = self.conn().await?;
+        let _: i64 = self
+            .scripts
+            .set_counters
+            .arg(self.prefix())
+            .arg(shop.as_str())
+            .arg(item.as_str())
+            .arg(loc.as_str())
+            .arg(q.available)
+            .arg(q.reserved)
+            .invoke_async(&mut c)
+            .await
+            .map_err(redis_error)?;
+        self.db
+            .ledger_put(&LedgerRow {
+                shop: shop.clone(),
+                item: item.clone(),
+                location: loc.clone(),
+                on_hand: q.on_hand,
+                committed: q.committed,
+            })
+            .await
+    }
+
+    /// Every (item, location) of a shop with its Redis-side quantities.
+    pub async fn shop_quantities(&self, shop: &ShopId) -> Result<Vec<(ItemId, LocationId, Quantities)>, Error> {
+        let rows = self.db.ledger_rows(Some(shop), None).await?;
+        let keys: Vec<_> = rows.iter().map(|r| (r.shop.clone(), r.item.clone(), r.location.clone())).collect();
+        let counters = self.counters(&keys).await?;
+        Ok(rows
+            .into_iter()
+            .zip(counters)
+            .map(|(r, (avail, held))| {
+                (
+                    r.item,
+                    r.location,
+                    Quantities { on_hand: r.on_hand, available: avail, reserved: held, committed: r.committed },
+                )
+            })
+            .collect())
+    }
+
+    async fn stock_delta(&self, shop: &ShopId, item: &ItemId, loc: &LocationId, delta: i64) -> Result<bool, Error> {
+        let mut c = self.conn().await?;
+        let (ok, _): (i64, i64) = self
+            .scripts
+            .stock
+            .arg(self.prefix())
+            .arg(shop.as_str())
+            .arg(item.as_str())
+            .arg(loc.as_str())
+            .arg(delta)
+            .invoke_async(&mut c)
+            .await
+            .map_err(redis_error)?;
+        Ok(ok == 1)
+    }
+
+    async fn level(&self, shop: &ShopId, item: &ItemId, loc: &LocationId) -> Result<LocationLevel, Error> {
+        let levels = self.levels(shop, item).await?;
+        levels
+            .locations
+            .into_iter()
+            .find(|l| &l.location == loc)
+            .ok_or_else(|| Error::Internal("the ledger row vanished".into()))
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    /// The backend of the SQL ledger this store keeps beside Redis.
+    fn backend(&self) -> Backend {
+        match self.db {
+            ControlDb::Pg(_) => Backend::Postgres,
+            ControlDb::My(_) => Backend::MySql,
+            ControlDb::Lite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// The SQL tables come with holdfast's migrations (0003); Redis needs none.
+    async fn migrate(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
+        let mut c = self.conn().await?;
+        let mut inv = self.scripts.reserve.prepare_invoke();
+        inv.arg(self.prefix())
+            .arg(req.shop.as_str())
+            .arg(req.key.as_str())
+            .arg(req.fingerprint())
+            .arg(req.ttl.as_secs() * 1000)
+            .arg(req.allow_partial as i32)
+            .arg(req.allow_split as i32)
+            .arg(REDIS_ID_BASE)
+            .arg(req.lines.len());
+        for line in &req.lines {
+            inv.arg(line.item.as_str()).arg(line.quantity.get());
+            match &line.locations {
+                None => {
+                    inv.arg(0);
+                }
+                Some(locs) => {
+                    inv.arg(locs.len());
+                    for l in locs {
+                        inv.arg(l.as_str());
+                    }
+                }
+            }
+        }
+        let reply: Vec<String> = inv.invoke_async(&mut c).await.map_err(redis_error)?;
+        match reply.first().map(String::as_str) {
+            Some("conflict") => Err(Error::IdempotencyConflict(req.key.as_str().to_owned())),
+            Some("short") => Err(Error::InsufficientStock(
+                req.lines
+                    .iter()
+                    .zip(&reply[1..])
+                    .map(|(l, a)| Shortfall {
+                        item: l.item.clone(),
+                        requested: l.quantity.get(),
+                        available: a.parse().unwrap_or(0),
+                    })
+                    .collect(),
+            )),
+            _ => {
+                let (reservation, created) = parse_record(&reply)?;
+                Ok(Reserved { reservation, created: created == "1" })
+            }
+        }
+    }
+
+    /// The legacy claim: checks the hold in Redis, adds its units to the SQL
+    /// ledger's `committed`, then removes the hold from Redis. Two systems,
+    /// no transaction over both: see [`ClaimOrder`].
+    async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        let current = self.get(shop, id).await?;
+        match current.status {
+            ReservationStatus::Claimed => return Ok(current),
+            ReservationStatus::Expired => return Err(Error::Expired),
+            ReservationStatus::Released => return Err(Error::WrongStatus(ReservationStatus::Released, "claimed")),
+            ReservationStatus::Held if current.expires_at <= Utc::now() => {
+                // Expire it now (the script re-checks with Redis's clock).
+                return self.settle(shop, id, "claim", None).await;
+            }
+            ReservationStatus::Held => {}
+        }
+        let lines: Vec<_> = current.lines.iter().map(|a| (a.item.clone(), a.location.clone(), a.quantity)).collect();
+        let crash = || Error::Unavailable("injected fault: the process died between the two writes of a claim".into());
+        let order = *self.order.lock().expect("order lock");
+        match order {
+            ClaimOrder::LedgerFirst => {
+                self.db.ledger_commit(shop, &lines).await?;
+                if self.take_fault().is_some() {
+                    return Err(crash());
+                }
+                self.settle(shop, id, "claim", None).await
+            }
+            ClaimOrder::RedisFirst => {
+                let r = self.settle(shop, id, "claim", None).await?;
+                if self.take_fault().is_some() {
+                    return Err(crash());
+                }
+                self.db.ledger_commit(shop, &lines).await?;
+                Ok(r)
+            }
+        }
+    }
+
+    async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        self.settle(shop, id, "release", None).await
+    }
+
+    async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
+        self.settle(shop, id, "extend", Some(ttl)).await
+    }
+
+    async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        let mut c = self.conn().await?;
+        let key = format!("{}res/{shop}/{id}", self.prefix());
+        let h: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(&key)
+            .arg("key")
+            .arg("status")
+            .arg("expires")
+            .arg("lines")
+            .query_async(&mut c)
+            .await
+            .map_err(redis_error)?;
+        let [Some(k), Some(status), Some(expires), Some(lines)] =
+            <[Option<String>; 4]>::try_from(h).map_err(|_| bad_reply("get"))?
+        else {
+            return Err(Error::NotFound);
+        };
+        let reply = ["res".to_owned(), id.get().to_string(), k, status, expires, lines, String::new()];
+        Ok(parse_record(&reply)?.0)
+    }
+
+    /// One sweep: takes holds past their expiry from the holds set and
+    /// expires each with the settle script, which re-checks the status, so
+    /// any number of sweepers may run at once.
+    async fn expire(&self, limit: u32) -> Result<u64, Error> {
+        let mut c = self.conn().await?;
+        let due: Vec<String> =
+            self.scripts.sweep.arg(self.prefix()).arg(limit).invoke_async(&mut c).await.map_err(redis_error)?;
+        let mut n = 0;
+        for member in due {
+            let Some((shop, id)) = member.split_once('/') else { continue };
+            let (Ok(shop), Ok(id)) = (ShopId::new(shop), id.parse::<ReservationId>()) else { continue };
+            if self.settle(&shop, id, "expire", None).await.is_ok() {
+                n += 1;
+            }
+        }
+        self.expired.fetch_add(n, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Stock changes write both systems too: a decrease is taken from the
+    /// Redis counter first (guarded: it never takes held or sold units), then
+    /// `on_hand` is swapped in SQL; an increase goes the other way round. A
+    /// lost race on the SQL swap is undone in Redis and retried.
+    async fn change_stock(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+        change: StockChange,
+    ) -> Result<LocationLevel, Error> {
+        let change = change.validate()?;
+        self.db.ledger_ensure(shop, item, location).await?;
+        if let StockChange::Fulfil(q) = change {
+            if !self.db.ledger_fulfil(shop, item, location, q).await? {
+                return Err(Error::StockConflict(format!("fewer than {q} committed units to fulfil")));
+            }
+            return self.level(shop, item, location).await;
+        }
+        for _ in 0..50 {
+            let row = self.db.ledger_rows(Some(shop), Some(item)).await?;
+            let row = row.into_iter().find(|r| &r.location == location).ok_or_else(|| bad_reply("ledger row"))?;
+            let new = match change {
+                StockChange::Set(n) => n,
+                StockChange::Adjust(d) => row.on_hand + d,
+                StockChange::Fulfil(_) => unreachable!("handled above"),
+            };
+            if new < 0 {
+                return Err(Error::StockConflict(format!("on_hand would fall below zero ({new})")));
+            }
+            let delta = new - row.on_hand;
+            if delta < 0 && !self.stock_delta(shop, item, location, delta).await? {
+                return Err(Error::StockConflict("the decrease would take units that are held or sold".into()));
+            }
+            if self.db.ledger_swap_on_hand(shop, item, location, row.on_hand, new).await? {
+                if delta >= 0 {
+                    self.stock_delta(shop, item, location, delta).await?;
+                }
+                return self.level(shop, item, location).await;
+            }
+            if delta < 0 {
+                self.stock_delta(shop, item, location, -delta).await?;
+            }
+        }
+        Err(Error::RetriesExhausted(50))
+    }
+
+    async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
+        let rows = self.db.ledger_rows(Some(shop), Some(item)).await?;
+        let keys: Vec<_> = rows.iter().map(|r| (r.shop.clone(), r.item.clone(), r.location.clone())).collect();
+        let counters = self.counters(&keys).await?;
+        Ok(ItemLevels {
+            item: item.clone(),
+            locations: rows
+                .into_iter()
+                .zip(counters)
+                .map(|(r, (avail, held))| LocationLevel {
+                    location: r.location,
+                    quantities: Quantities {
+                        on_hand: r.on_hand,
+                        available: avail,
+                        reserved: held,
+                        committed: r.committed,
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    /// `on_hand (SQL) = avail + held (Redis) + committed (SQL)`, reported as
+    /// audit rows with `unpooled` = the Redis counter and `pooled` = 0.
+    async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
+        let rows = self.db.ledger_rows(shop, None).await?;
+        let keys: Vec<_> = rows.iter().map(|r| (r.shop.clone(), r.item.clone(), r.location.clone())).collect();
+        let counters = self.counters(&keys).await?;
+        let rows = rows.into_iter().zip(counters).map(|(r, (avail, held))| AuditRow {
+            shop: r.shop,
+            item: r.item,
+            location: r.location,
+            on_hand: r.on_hand,
+            unpooled: avail,
+            pooled: 0,
+            reserved: held,
+            committed: r.committed,
+        });
+        Ok(AuditReport::from_rows(rows, Vec::new()))
+    }
+
+    fn stats(&self) -> StoreStats {
+        StoreStats { expired: self.expired.load(Ordering::Relaxed), ..StoreStats::default() }
+    }
+}
