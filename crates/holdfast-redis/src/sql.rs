@@ -63,21 +63,41 @@ fn numbered(sql: &str) -> String {
     out
 }
 
+/// `T(col)` marks a text column read back: MySQL/MariaDB return the
+/// `ascii_bin` columns as bytes, so there it becomes `CAST(col AS CHAR)`.
+fn text_columns(sql: &str, cast: bool) -> String {
+    let mut out = String::with_capacity(sql.len() + 32);
+    let mut rest = sql;
+    while let Some(i) = rest.find("T(") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let j = after.find(')').expect("T( closed");
+        if cast {
+            out.push_str(&format!("CAST({} AS CHAR)", &after[..j]));
+        } else {
+            out.push_str(&after[..j]);
+        }
+        rest = &after[j + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Runs `$body` with `$pool` bound to whichever pool this is and `$sql`
 /// turned into that dialect's placeholders.
 macro_rules! each {
     ($self:expr, |$pool:ident, $q:ident| $body:expr) => {
         match $self {
             ControlDb::Pg($pool) => {
-                let $q = |s: &str| numbered(s);
+                let $q = |s: &str| numbered(&text_columns(s, false));
                 $body
             }
             ControlDb::My($pool) => {
-                let $q = |s: &str| s.to_owned();
+                let $q = |s: &str| text_columns(s, true);
                 $body
             }
             ControlDb::Lite($pool) => {
-                let $q = |s: &str| s.to_owned();
+                let $q = |s: &str| text_columns(s, false);
                 $body
             }
         }
@@ -151,12 +171,12 @@ impl ControlDb {
     pub async fn load_rules(&self) -> Result<Rules, Error> {
         let err = db_error("reading the mode rules");
         let (shops, rollout, engaged): (Vec<(String, String)>, Vec<(String, i32)>, bool) = each!(self, |pool, q| {
-            let shops = sqlx::query_as(&q("SELECT shop_id, mode FROM shop_modes ORDER BY shop_id"))
+            let shops = sqlx::query_as(&q("SELECT T(shop_id), T(mode) FROM shop_modes ORDER BY shop_id"))
                 .fetch_all(pool)
                 .await
                 .map_err(&err)?;
             let rollout =
-                sqlx::query_as(&q("SELECT mode, percent FROM mode_rollout")).fetch_all(pool).await.map_err(&err)?;
+                sqlx::query_as(&q("SELECT T(mode), percent FROM mode_rollout")).fetch_all(pool).await.map_err(&err)?;
             let (engaged,): (bool,) = sqlx::query_as(&q("SELECT engaged FROM kill_switch WHERE id = 1"))
                 .fetch_one(pool)
                 .await
@@ -275,14 +295,24 @@ impl ControlDb {
     /// Ledger rows of one shop (and item), or of every shop.
     pub async fn ledger_rows(&self, shop: Option<&ShopId>, item: Option<&ItemId>) -> Result<Vec<LedgerRow>, Error> {
         let err = db_error("reading legacy_ledger");
-        let sql = "SELECT shop_id, item_id, location_id, on_hand, committed FROM legacy_ledger
+        let sql = "SELECT T(shop_id), T(item_id), T(location_id), on_hand, committed FROM legacy_ledger
                    WHERE (? IS NULL OR shop_id = ?) AND (? IS NULL OR item_id = ?)
                    ORDER BY shop_id, item_id, location_id";
         let s = shop.map(|s| s.as_str().to_owned());
         let i = item.map(|i| i.as_str().to_owned());
         let rows: Vec<(String, String, String, i64, i64)> = match self {
             // PostgreSQL needs the parameter types of `? IS NULL` spelled out.
-            ControlDb::Pg(p) => sqlx::query_as(&numbered(&sql.replace("? IS NULL", "?::text IS NULL")))
+            ControlDb::Pg(p) => {
+                sqlx::query_as(&numbered(&text_columns(&sql.replace("? IS NULL", "?::text IS NULL"), false)))
+                    .bind(&s)
+                    .bind(&s)
+                    .bind(&i)
+                    .bind(&i)
+                    .fetch_all(p)
+                    .await
+                    .map_err(err)?
+            }
+            ControlDb::My(p) => sqlx::query_as(&text_columns(sql, true))
                 .bind(&s)
                 .bind(&s)
                 .bind(&i)
@@ -290,12 +320,14 @@ impl ControlDb {
                 .fetch_all(p)
                 .await
                 .map_err(err)?,
-            ControlDb::My(p) => {
-                sqlx::query_as(sql).bind(&s).bind(&s).bind(&i).bind(&i).fetch_all(p).await.map_err(err)?
-            }
-            ControlDb::Lite(p) => {
-                sqlx::query_as(sql).bind(&s).bind(&s).bind(&i).bind(&i).fetch_all(p).await.map_err(err)?
-            }
+            ControlDb::Lite(p) => sqlx::query_as(&text_columns(sql, false))
+                .bind(&s)
+                .bind(&s)
+                .bind(&i)
+                .bind(&i)
+                .fetch_all(p)
+                .await
+                .map_err(err)?,
         };
         rows.into_iter()
             .map(|(s, i, l, on_hand, committed)| {
@@ -410,7 +442,8 @@ impl ControlDb {
     /// (plain read), for reconciling Redis from SQL.
     pub async fn sql_locations(&self, shop: &ShopId) -> Result<Vec<(ItemId, LocationId)>, Error> {
         let err = db_error("reading inventory_levels");
-        let sql = "SELECT item_id, location_id FROM inventory_levels WHERE shop_id = ? ORDER BY item_id, location_id";
+        let sql =
+            "SELECT T(item_id), T(location_id) FROM inventory_levels WHERE shop_id = ? ORDER BY item_id, location_id";
         let rows: Vec<(String, String)> =
             each!(self, |pool, q| sqlx::query_as(&q(sql)).bind(shop.as_str()).fetch_all(pool).await.map_err(&err)?);
         rows.into_iter()

@@ -15,7 +15,7 @@ local base, nlines = tonumber(ARGV[8]), tonumber(ARGV[9])
 local function res_key(id) return p .. 'res/' .. shop .. '/' .. id end
 local function record(id, created)
   local h = redis.call('HMGET', res_key(id), 'key', 'status', 'expires', 'lines')
-  return {'res', tostring(id), h[1], h[2], h[3], h[4], created}
+  return {'res', id, h[1], h[2], h[3], h[4], created}
 end
 
 local existing = redis.call('GET', p .. 'key/' .. shop .. '/' .. key)
@@ -79,8 +79,9 @@ for _, a in ipairs(takes) do
   redis.call('DECRBY', p .. 'avail/' .. k, a[3])
   redis.call('INCRBY', p .. 'held/' .. k, a[3])
 end
-local id = base + redis.call('INCR', p .. 'seq')
-local expires = now + ttl
+-- Strings, not Lua numbers: Redis would print a number as %.14g (1e+15).
+local id = string.format('%d', base + redis.call('INCR', p .. 'seq'))
+local expires = string.format('%d', now + ttl)
 redis.call('HSET', res_key(id), 'key', key, 'fp', fp, 'status', 'held', 'expires', expires,
   'lines', cjson.encode(takes))
 redis.call('SET', p .. 'key/' .. shop .. '/' .. key, id)

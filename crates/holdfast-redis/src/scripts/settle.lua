@@ -24,7 +24,7 @@ local function give_back(to_available)
 end
 
 local function out(outcome)
-  return {'res', id, h[1], status, tostring(expires), h[4], outcome}
+  return {'res', id, h[1], status, string.format('%d', expires), h[4], outcome}
 end
 
 if status ~= 'held' then
@@ -49,7 +49,7 @@ elseif op == 'claim' then
   give_back(false); status = 'claimed'
 elseif op == 'extend' then
   expires = now + ttl
-  redis.call('HSET', rk, 'expires', expires)
+  redis.call('HSET', rk, 'expires', string.format('%d', expires))
   redis.call('ZADD', p .. 'holds', expires, shop .. '/' .. id)
   return out('ok')
 end
