@@ -97,6 +97,7 @@ impl From<Error> for ApiError {
                 "internal error".to_string()
             }
             Error::Unavailable(detail) => {
+                metrics::counter!("holdfast_db_unavailable_total").increment(1);
                 tracing::warn!(%detail, "database unavailable");
                 "the database is unavailable or every connection is busy; try again".to_string()
             }
@@ -170,3 +171,27 @@ impl IntoResponse for ApiError {
 pub struct Enveloped;
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exhausted_pool_answers_503_with_retry_after() {
+        let res = ApiError::from(Error::Unavailable("pool timed out".into())).into_response();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(res.headers().get(header::RETRY_AFTER).unwrap(), "1");
+        let res = ApiError::from(Error::RetriesExhausted(8)).into_response();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(res.headers().contains_key(header::RETRY_AFTER));
+    }
+
+    #[test]
+    fn internal_details_stay_in_the_log() {
+        let e = ApiError::from(Error::Internal("duplicate key value violates constraint x".into()));
+        assert_eq!(
+            (e.status, e.code(), e.body.message.as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal", "internal error")
+        );
+    }
+}
