@@ -337,10 +337,24 @@ impl Target for Baseline {
     }
 
     /// The counter's books: its row and the hold records. The ceiling keeps
-    /// no stock: every request "holds" one record and nothing is checked.
+    /// no stock: each request "holds" one record, and the books are the
+    /// count of records.
     async fn books(&self) -> Result<Books, Error> {
+        let stock = self.stock.load(Ordering::Relaxed) as i64;
         if self.kind == Kind::Ceiling {
-            return Ok(Books { committed: 0, reserved: 0, available: 0, audit_ok: true });
+            let n: i64 = match &self.pool {
+                Pool::Pg(p) => sqlx::query_scalar("SELECT count(*) FROM bench_ceiling WHERE run = $1")
+                    .bind(&self.run)
+                    .fetch_one(p)
+                    .await
+                    .map_err(db_err)?,
+                Pool::My(p) => sqlx::query_scalar("SELECT COUNT(*) FROM bench_ceiling WHERE run = ?")
+                    .bind(&self.run)
+                    .fetch_one(p)
+                    .await
+                    .map_err(db_err)?,
+            };
+            return Ok(Books { committed: 0, reserved: n, available: stock - n, audit_ok: n <= stock });
         }
         let (available, committed, reserved): (i64, i64, i64) = match &self.pool {
             Pool::Pg(p) => {
@@ -371,7 +385,6 @@ impl Target for Baseline {
                 (r.get("available"), r.get("committed"), r.get("reserved"))
             }
         };
-        let stock = self.stock.load(Ordering::Relaxed) as i64;
         Ok(Books { committed, reserved, available, audit_ok: available + committed + reserved == stock })
     }
 

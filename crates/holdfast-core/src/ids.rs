@@ -96,6 +96,65 @@ name_type!(
     IdempotencyKey, "key", 128
 );
 
+/// The name of a business process, put into a comment at the head of every
+/// SQL statement sent on its behalf (`/* conn_tag:checkout_completion */`).
+/// `[a-z0-9_]{1,64}`: nothing that could close the comment can get in.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct ConnTag(String);
+
+impl ConnTag {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn new(value: impl Into<String>) -> Result<Self, Invalid> {
+        let value = value.into();
+        let ok = !value.is_empty()
+            && value.len() <= Self::MAX_LEN
+            && value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !ok {
+            return Err(Invalid::new(
+                "conn_tag",
+                format!("must be 1 to 64 characters of a-z 0-9 _ (got {:?})", truncate(&value)),
+            ));
+        }
+        Ok(Self(value))
+    }
+
+    /// For the fixed operation names holdfast uses itself.
+    pub fn from_static(value: &'static str) -> Self {
+        Self::new(value).expect("operation tags are valid")
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ConnTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ConnTag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl FromStr for ConnTag {
+    type Err = Invalid;
+    fn from_str(s: &str) -> Result<Self, Invalid> {
+        Self::new(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ConnTag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Self::new(String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A reservation's id: positive, assigned by the store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
@@ -202,6 +261,14 @@ mod tests {
         }
         assert!(ShopId::new("shop-1.eu:main_2").is_ok());
         assert!(IdempotencyKey::new("k".repeat(128)).is_ok());
+    }
+
+    #[test]
+    fn conn_tags_cannot_close_a_comment() {
+        for bad in ["", "a*/b", "*/", "a b", "A", "é", "a\nb", "a'b", "a-b", "a/*", &"x".repeat(65)] {
+            assert!(ConnTag::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(ConnTag::new("checkout_completion_2").is_ok());
     }
 
     #[test]

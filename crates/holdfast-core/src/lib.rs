@@ -9,7 +9,7 @@ pub mod store;
 pub mod token;
 
 pub use error::{Error, Invalid, Result, Shortfall};
-pub use ids::{IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
+pub use ids::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
 pub use model::*;
 pub use store::{Backend, Store};
 pub use token::{TokenRecord, TokenStore};

@@ -55,6 +55,7 @@ use rand::Rng;
 use sqlx::Pool;
 
 use crate::dialect::{Conn, Dialect, Fault, Ledger, TxMode, Want};
+use crate::tag;
 
 /// Settings shared by every SQL store.
 #[derive(Debug, Clone)]
@@ -185,11 +186,11 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     pub(crate) async fn migrate(&self) -> Result<(), Error> {
-        D::migrate(&self.pool).await.map_err(|e| Error::Internal(format!("migration failed: {e}")))
+        tag::op("migrate", D::migrate(&self.pool)).await.map_err(|e| Error::Internal(format!("migration failed: {e}")))
     }
 
     pub(crate) async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
-        self.retrying(true, || self.reserve_once(req)).await
+        tag::op("reserve", self.retrying(true, || self.reserve_once(req))).await
     }
 
     /// One attempt of a reserve.
@@ -208,6 +209,7 @@ impl<D: Dialect> SqlStore<D> {
     /// units each would wait on each other at sell-out and retry forever.
     async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
         let wants: Vec<Want> = req
             .lines
             .iter()
@@ -236,6 +238,7 @@ impl<D: Dialect> SqlStore<D> {
             Some(shortfalls) => Err(Fail::Domain(Error::InsufficientStock(shortfalls))),
             None => {
                 let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+                let _lease = tag::Lease::transaction();
                 let mut held = vec![BTreeMap::new(); req.lines.len()];
                 match self.slow_path(&mut tx, req, &spec, &mut held).await {
                     Ok(()) => return self.insert_hold(tx, req, &held).await,
@@ -264,6 +267,7 @@ impl<D: Dialect> SqlStore<D> {
         spec: &[(ItemId, Option<LocationId>)],
     ) -> Result<Option<Vec<Shortfall>>, Fail> {
         let mut c = self.pool.acquire().await?;
+        let _lease = tag::Lease::start();
         let Some(rows) = D::available(&mut c, &req.shop, spec).await? else {
             return Ok(None);
         };
@@ -348,6 +352,7 @@ impl<D: Dialect> SqlStore<D> {
     /// match, `IdempotencyConflict` when they do not.
     async fn replay(&self, req: &ReserveRequest) -> Result<Option<Reserved>, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
+        let _lease = tag::Lease::transaction();
         let Some(head) = D::find_by_key(&mut tx, &req.shop, &req.key).await? else {
             return Ok(None);
         };
@@ -515,7 +520,8 @@ impl<D: Dialect> SqlStore<D> {
         for mut row in rows {
             if row.unpooled > 0 {
                 let n = row.unpooled.min(self.cfg.pool_cap as i64);
-                let inserted = D::refill(tx, shop, &row.item, &row.location, self.cfg.pool_cap, n).await?;
+                let inserted =
+                    tag::op("replenish", D::refill(tx, shop, &row.item, &row.location, self.cfg.pool_cap, n)).await?;
                 if inserted > 0 {
                     self.counters.replenishments.fetch_add(1, Ordering::Relaxed);
                 }
@@ -527,15 +533,15 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     pub(crate) async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.retrying(true, || self.settle_once(shop, id, Settle::Claim)).await
+        tag::op("claim", self.retrying(true, || self.settle_once(shop, id, Settle::Claim))).await
     }
 
     pub(crate) async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.retrying(true, || self.settle_once(shop, id, Settle::Release)).await
+        tag::op("release", self.retrying(true, || self.settle_once(shop, id, Settle::Release))).await
     }
 
     pub(crate) async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
-        self.retrying(true, || self.settle_once(shop, id, Settle::Extend(ttl))).await
+        tag::op("extend", self.retrying(true, || self.settle_once(shop, id, Settle::Extend(ttl)))).await
     }
 
     /// Claim, release or extend: lock the reservation row (lock order step
@@ -543,6 +549,7 @@ impl<D: Dialect> SqlStore<D> {
     /// row is not touched, so claims of a hot item do not queue on it.
     async fn settle_once(&self, shop: &ShopId, id: ReservationId, op: Settle) -> Result<Reservation, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
         let Some(mut head) = D::head(&mut tx, shop, id, true).await? else {
             return Err(Fail::Domain(Error::NotFound));
         };
@@ -587,27 +594,35 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     pub(crate) async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.retrying(true, || async move {
-            let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
-            let head = D::head(&mut tx, shop, id, false).await?.ok_or(Fail::Domain(Error::NotFound))?;
-            let lines = D::lines(&mut tx, shop, id).await?;
-            tx.commit().await?;
-            Ok(reservation(head, lines))
+        tag::op("get", async move {
+            self.retrying(true, || async move {
+                let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
+                let _lease = tag::Lease::transaction();
+                let head = D::head(&mut tx, shop, id, false).await?.ok_or(Fail::Domain(Error::NotFound))?;
+                let lines = D::lines(&mut tx, shop, id).await?;
+                tx.commit().await?;
+                Ok(reservation(head, lines))
+            })
+            .await
         })
         .await
     }
 
     pub(crate) async fn expire(&self, limit: u32) -> Result<u64, Error> {
-        let n = self
-            .retrying(true, || async move {
-                let mut tx = D::begin(&self.pool, TxMode::Write).await?;
-                let n = D::sweep(&mut tx, limit).await?;
-                tx.commit().await?;
-                Ok(n)
-            })
-            .await?;
-        self.counters.expired.fetch_add(n, Ordering::Relaxed);
-        Ok(n)
+        tag::op("expire", async move {
+            let n = self
+                .retrying(true, || async move {
+                    let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+                    let _lease = tag::Lease::transaction();
+                    let n = D::sweep(&mut tx, limit).await?;
+                    tx.commit().await?;
+                    Ok(n)
+                })
+                .await?;
+            self.counters.expired.fetch_add(n, Ordering::Relaxed);
+            Ok(n)
+        })
+        .await
     }
 
     pub(crate) async fn change_stock(
@@ -620,7 +635,7 @@ impl<D: Dialect> SqlStore<D> {
         let change = change.validate()?;
         // Setting an absolute value may be repeated safely; a delta may not.
         let idempotent = matches!(change, StockChange::Set(_));
-        self.retrying(idempotent, || self.change_stock_once(shop, item, location, change)).await
+        tag::op("stock", self.retrying(idempotent, || self.change_stock_once(shop, item, location, change))).await
     }
 
     /// A stock change under the ledger lock. A decrease takes `unpooled`
@@ -634,6 +649,7 @@ impl<D: Dialect> SqlStore<D> {
         change: StockChange,
     ) -> Result<LocationLevel, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
         if !matches!(change, StockChange::Fulfil(_)) {
             D::ensure_ledger(&mut tx, shop, item, location).await?;
         }
@@ -716,21 +732,29 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     pub(crate) async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
-        self.retrying(true, || async move {
-            let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
-            let locations = D::levels(&mut tx, shop, item).await?;
-            tx.commit().await?;
-            Ok(ItemLevels { item: item.clone(), locations })
+        tag::op("levels", async move {
+            self.retrying(true, || async move {
+                let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
+                let _lease = tag::Lease::transaction();
+                let locations = D::levels(&mut tx, shop, item).await?;
+                tx.commit().await?;
+                Ok(ItemLevels { item: item.clone(), locations })
+            })
+            .await
         })
         .await
     }
 
     pub(crate) async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
-        self.retrying(true, || async move {
-            let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
-            let (rows, orphans) = D::audit(&mut tx, shop).await?;
-            tx.commit().await?;
-            Ok(AuditReport::from_rows(rows, orphans))
+        tag::op("audit", async move {
+            self.retrying(true, || async move {
+                let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
+                let _lease = tag::Lease::transaction();
+                let (rows, orphans) = D::audit(&mut tx, shop).await?;
+                tx.commit().await?;
+                Ok(AuditReport::from_rows(rows, orphans))
+            })
+            .await
         })
         .await
     }

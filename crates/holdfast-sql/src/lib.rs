@@ -8,6 +8,7 @@ mod migrate;
 mod mysql;
 mod postgres;
 mod sqlite;
+mod tag;
 mod tokens;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use holdfast_core::{
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
+pub use crate::tag::{TagReport, connection_report, with_conn_tag};
 
 /// How to reach the database.
 #[derive(Debug, Clone)]

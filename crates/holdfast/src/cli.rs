@@ -22,6 +22,10 @@ pub struct DbArgs {
     /// Unit rows kept per (shop, item, location) in the pool.
     #[arg(long, global = true, env = "HOLDFAST_POOL_CAP", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub pool_cap: u32,
+    /// Name the business process in every SQL statement this command sends
+    /// (`/* conn_tag:NAME */`); [a-z0-9_]{1,64}.
+    #[arg(long, global = true, env = "HOLDFAST_CONN_TAG")]
+    pub conn_tag: Option<holdfast_core::ConnTag>,
     /// Most database connections.
     #[arg(long, global = true, env = "HOLDFAST_MAX_CONNECTIONS", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub max_connections: u32,

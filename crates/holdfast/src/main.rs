@@ -21,7 +21,13 @@ use crate::output::Printer;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    let outcome = runtime.block_on(async {
+        match cli.db.conn_tag.clone() {
+            Some(tag) => holdfast_sql::with_conn_tag(tag, run(cli)).await,
+            None => run(cli).await,
+        }
+    });
+    match outcome {
         Ok(code) => code,
         Err(Failure { error, json }) => {
             Printer { json }.error(&error);

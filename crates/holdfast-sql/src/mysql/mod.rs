@@ -38,9 +38,19 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 3, name: "modes", sql: include_str!("migrations/0003_modes.sql") },
 ];
 
-macro_rules! q {
+/// A statement's text from `queries/`, raw (for templates that are built
+/// into the statement sent).
+macro_rules! raw {
     ($name:literal) => {
         include_str!(concat!("queries/", $name, ".sql"))
+    };
+}
+
+/// A statement from `queries/` with the comment naming who sends it (see
+/// `tag.rs`); a temporary, so use it where the statement is sent.
+macro_rules! q {
+    ($name:literal) => {
+        &*crate::tag::sql(raw!($name))
     };
 }
 
@@ -120,7 +130,7 @@ fn split_doc(sql: &str) -> (&str, &str) {
 /// a plain FOR UPDATE that waits for rows other transactions hold
 /// ([`Dialect::take_units_waiting`]) instead of skipping them.
 fn take_units_sql(n: usize, waiting: bool) -> String {
-    let (doc, branch) = split_doc(q!("take_units"));
+    let (doc, branch) = split_doc(raw!("take_units"));
     let branch = branch.trim_end();
     debug_assert!(branch.ends_with("FOR UPDATE SKIP LOCKED)"));
     let branch = if waiting { branch.replacen("FOR UPDATE SKIP LOCKED)", "FOR UPDATE)", 1) } else { branch.into() };
@@ -132,7 +142,7 @@ fn take_units_sql(n: usize, waiting: bool) -> String {
         }
         sql.push_str(&branch);
     }
-    sql
+    crate::tag::owned(sql)
 }
 
 /// A statement with a `/* ranges */` marker (`lock_ledgers.sql`,
@@ -221,8 +231,8 @@ impl Dialect for My {
 
     async fn begin(pool: &MySqlPool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
         match mode {
-            TxMode::Write => pool.begin_with(BEGIN_WRITE).await,
-            TxMode::Snapshot => pool.begin_with(BEGIN_SNAPSHOT).await,
+            TxMode::Write => pool.begin_with(crate::tag::sql(BEGIN_WRITE)).await,
+            TxMode::Snapshot => pool.begin_with(crate::tag::sql(BEGIN_SNAPSHOT)).await,
         }
     }
 
@@ -252,28 +262,31 @@ impl Dialect for My {
 
     async fn migrate(pool: &MySqlPool) -> sqlx::Result<()> {
         let mut c = pool.acquire().await?;
-        let got: Option<i64> =
-            sqlx::query_scalar("SELECT GET_LOCK(?, 60)").bind(MIGRATE_LOCK).fetch_one(&mut *c).await?;
+        let got: Option<i64> = sqlx::query_scalar(&crate::tag::sql("SELECT GET_LOCK(?, 60)"))
+            .bind(MIGRATE_LOCK)
+            .fetch_one(&mut *c)
+            .await?;
         if got != Some(1) {
             return Err(sqlx::Error::Protocol("another `holdfast migrate` held the migration lock for 60 s".into()));
         }
         let outcome = async {
-            sqlx::query(
+            sqlx::query(&crate::tag::sql(
                 "CREATE TABLE IF NOT EXISTS holdfast_migrations (
                      version INT PRIMARY KEY, name VARCHAR(64) NOT NULL,
                      applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE = InnoDB",
-            )
+            ))
             .execute(&mut *c)
             .await?;
-            let done: Vec<i32> =
-                sqlx::query_scalar("SELECT version FROM holdfast_migrations").fetch_all(&mut *c).await?;
+            let done: Vec<i32> = sqlx::query_scalar(&crate::tag::sql("SELECT version FROM holdfast_migrations"))
+                .fetch_all(&mut *c)
+                .await?;
             for m in MIGRATIONS {
                 if !done.contains(&m.version) {
                     // A plain string goes over the text protocol, where
                     // several statements may be sent at once. DDL commits
                     // implicitly; the migrations are written to run again.
-                    (&mut *c).execute(m.sql).await?;
-                    sqlx::query("INSERT INTO holdfast_migrations (version, name) VALUES (?, ?)")
+                    (&mut *c).execute(&*crate::tag::sql(m.sql)).await?;
+                    sqlx::query(&crate::tag::sql("INSERT INTO holdfast_migrations (version, name) VALUES (?, ?)"))
                         .bind(m.version)
                         .bind(m.name)
                         .execute(&mut *c)
@@ -283,7 +296,8 @@ impl Dialect for My {
             Ok(())
         }
         .await;
-        let released = sqlx::query("SELECT RELEASE_LOCK(?)").bind(MIGRATE_LOCK).execute(&mut *c).await;
+        let released =
+            sqlx::query(&crate::tag::sql("SELECT RELEASE_LOCK(?)")).bind(MIGRATE_LOCK).execute(&mut *c).await;
         outcome.and(released.map(|_| ()))
     }
 
@@ -496,8 +510,8 @@ impl Dialect for My {
     }
 
     async fn head(c: &mut MySqlConnection, shop: &ShopId, id: ReservationId, lock: bool) -> sqlx::Result<Option<Head>> {
-        let sql = if lock { q!("head_for_update") } else { q!("head") };
-        let row = sqlx::query(sql).bind(shop.as_str()).bind(id.get()).fetch_optional(c).await?;
+        let sql = crate::tag::sql(if lock { raw!("head_for_update") } else { raw!("head") });
+        let row = sqlx::query(&sql).bind(shop.as_str()).bind(id.get()).fetch_optional(c).await?;
         row.as_ref().map(head).transpose()
     }
 
@@ -553,7 +567,8 @@ impl Dialect for My {
     }
 
     async fn levels(c: &mut MySqlConnection, shop: &ShopId, item: &ItemId) -> sqlx::Result<Vec<LocationLevel>> {
-        let mut query = sqlx::query(q!("levels"));
+        let sql = crate::tag::sql(raw!("levels"));
+        let mut query = sqlx::query(&sql);
         for _ in 0..3 {
             query = query.bind(shop.as_str()).bind(item.as_str());
         }
@@ -575,7 +590,8 @@ impl Dialect for My {
 
     async fn audit(c: &mut MySqlConnection, shop: Option<&ShopId>) -> sqlx::Result<(Vec<AuditRow>, Vec<AuditRow>)> {
         let shop = shop.map(|s| s.as_str());
-        let mut query = sqlx::query(q!("audit"));
+        let sql = crate::tag::sql(raw!("audit"));
+        let mut query = sqlx::query(&sql);
         for _ in 0..6 {
             query = query.bind(shop);
         }

@@ -24,9 +24,19 @@ const MIGRATIONS: &[Migration] = &[
     Migration { version: 3, name: "modes", sql: include_str!("migrations/0003_modes.sql") },
 ];
 
-macro_rules! q {
+/// A statement's text from `queries/`, raw (for templates that are built
+/// into the statement sent).
+macro_rules! raw {
     ($name:literal) => {
         include_str!(concat!("queries/", $name, ".sql"))
+    };
+}
+
+/// A statement from `queries/` with the comment naming who sends it (see
+/// `tag.rs`); a temporary, so use it where the statement is sent.
+macro_rules! q {
+    ($name:literal) => {
+        &*crate::tag::sql(raw!($name))
     };
 }
 
@@ -55,7 +65,7 @@ fn head(row: &PgRow) -> sqlx::Result<Head> {
 /// `take_units.sql` with a plain `FOR UPDATE`: the same statement, waiting for
 /// rows other transactions hold instead of skipping them.
 static TAKE_UNITS_WAITING: LazyLock<String> = LazyLock::new(|| {
-    let sql = q!("take_units");
+    let sql = raw!("take_units");
     assert!(sql.contains("\n        FOR UPDATE SKIP LOCKED\n"));
     sql.replacen("\n        FOR UPDATE SKIP LOCKED\n", "\n        FOR UPDATE\n", 1)
 });
@@ -64,7 +74,8 @@ async fn take(c: &mut PgConnection, shop: &ShopId, wants: &[Want], sql: &'static
     let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
     let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
     let qtys: Vec<i32> = wants.iter().map(|w| w.qty as i32).collect();
-    let rows = sqlx::query(sql).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await?;
+    let sql = crate::tag::sql(sql);
+    let rows = sqlx::query(&sql).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await?;
     rows.iter()
         .map(|r| {
             Ok(Taken {
@@ -82,9 +93,11 @@ impl Dialect for Pg {
 
     async fn begin(pool: &PgPool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
         match mode {
-            TxMode::Write => pool.begin().await,
+            TxMode::Write => pool.begin_with(crate::tag::sql("BEGIN")).await,
             // One snapshot for every statement of a report.
-            TxMode::Snapshot => pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await,
+            TxMode::Snapshot => {
+                pool.begin_with(crate::tag::sql("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")).await
+            }
         }
     }
 
@@ -107,22 +120,23 @@ impl Dialect for Pg {
     }
 
     async fn migrate(pool: &PgPool) -> sqlx::Result<()> {
-        let mut tx = pool.begin().await?;
+        let mut tx = pool.begin_with(crate::tag::sql("BEGIN")).await?;
         // Serialises concurrent `migrate` runs on one database.
-        sqlx::query("SELECT pg_advisory_xact_lock(7304961)").execute(&mut *tx).await?;
-        sqlx::query(
+        sqlx::query(&crate::tag::sql("SELECT pg_advisory_xact_lock(7304961)")).execute(&mut *tx).await?;
+        sqlx::query(&crate::tag::sql(
             "CREATE TABLE IF NOT EXISTS holdfast_migrations (
                  version integer PRIMARY KEY, name text NOT NULL,
                  applied_at timestamptz NOT NULL DEFAULT now())",
-        )
+        ))
         .execute(&mut *tx)
         .await?;
-        let done: Vec<i32> = sqlx::query_scalar("SELECT version FROM holdfast_migrations").fetch_all(&mut *tx).await?;
+        let done: Vec<i32> =
+            sqlx::query_scalar(&crate::tag::sql("SELECT version FROM holdfast_migrations")).fetch_all(&mut *tx).await?;
         for m in MIGRATIONS {
             if !done.contains(&m.version) {
                 // A plain string runs as a simple query: several statements.
-                (&mut *tx).execute(m.sql).await?;
-                sqlx::query("INSERT INTO holdfast_migrations (version, name) VALUES ($1, $2)")
+                (&mut *tx).execute(&*crate::tag::sql(m.sql)).await?;
+                sqlx::query(&crate::tag::sql("INSERT INTO holdfast_migrations (version, name) VALUES ($1, $2)"))
                     .bind(m.version)
                     .bind(m.name)
                     .execute(&mut *tx)
@@ -133,7 +147,7 @@ impl Dialect for Pg {
     }
 
     async fn take_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
-        take(c, shop, wants, q!("take_units")).await
+        take(c, shop, wants, raw!("take_units")).await
     }
 
     async fn take_units_waiting(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
@@ -288,8 +302,8 @@ impl Dialect for Pg {
     }
 
     async fn head(c: &mut PgConnection, shop: &ShopId, id: ReservationId, lock: bool) -> sqlx::Result<Option<Head>> {
-        let sql = if lock { q!("head_for_update") } else { q!("head") };
-        let row = sqlx::query(sql).bind(shop.as_str()).bind(id.get()).fetch_optional(c).await?;
+        let sql = crate::tag::sql(if lock { raw!("head_for_update") } else { raw!("head") });
+        let row = sqlx::query(&sql).bind(shop.as_str()).bind(id.get()).fetch_optional(c).await?;
         row.as_ref().map(head).transpose()
     }
 

@@ -42,9 +42,19 @@ const MIGRATIONS: &[Migration] = &[
 /// before the attempt fails as busy (and the engine retries it).
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-macro_rules! q {
+/// A statement's text from `queries/`, raw (for templates that are built
+/// into the statement sent).
+macro_rules! raw {
     ($name:literal) => {
         include_str!(concat!("queries/", $name, ".sql"))
+    };
+}
+
+/// A statement from `queries/` with the comment naming who sends it (see
+/// `tag.rs`); a temporary, so use it where the statement is sent.
+macro_rules! q {
+    ($name:literal) => {
+        &*crate::tag::sql(raw!($name))
     };
 }
 
@@ -150,10 +160,10 @@ impl Dialect for Lite {
             // transaction that read first could find, when it writes, that
             // another writer got in between (SQLITE_BUSY_SNAPSHOT), and
             // everything it read would be stale. Waits up to BUSY_TIMEOUT.
-            TxMode::Write => pool.begin_with("BEGIN IMMEDIATE").await,
+            TxMode::Write => pool.begin_with(crate::tag::sql("BEGIN IMMEDIATE")).await,
             // Deferred: under WAL a reader sees one snapshot from its first
             // read to its end and neither blocks nor waits for the writer.
-            TxMode::Snapshot => pool.begin().await,
+            TxMode::Snapshot => pool.begin_with(crate::tag::sql("BEGIN")).await,
         }
     }
 
@@ -179,21 +189,22 @@ impl Dialect for Lite {
 
     async fn migrate(pool: &SqlitePool) -> sqlx::Result<()> {
         // BEGIN IMMEDIATE serialises concurrent `migrate` runs on one file.
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query(
+        let mut tx = pool.begin_with(crate::tag::sql("BEGIN IMMEDIATE")).await?;
+        sqlx::query(&crate::tag::sql(
             "CREATE TABLE IF NOT EXISTS holdfast_migrations (
                  version INTEGER PRIMARY KEY, name TEXT NOT NULL,
                  applied_at INTEGER NOT NULL DEFAULT (CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
              ) STRICT",
-        )
+        ))
         .execute(&mut *tx)
         .await?;
-        let done: Vec<i32> = sqlx::query_scalar("SELECT version FROM holdfast_migrations").fetch_all(&mut *tx).await?;
+        let done: Vec<i32> =
+            sqlx::query_scalar(&crate::tag::sql("SELECT version FROM holdfast_migrations")).fetch_all(&mut *tx).await?;
         for m in MIGRATIONS {
             if !done.contains(&m.version) {
                 // A plain string runs every statement in it.
-                (&mut *tx).execute(m.sql).await?;
-                sqlx::query("INSERT INTO holdfast_migrations (version, name) VALUES (?1, ?2)")
+                (&mut *tx).execute(&*crate::tag::sql(m.sql)).await?;
+                sqlx::query(&crate::tag::sql("INSERT INTO holdfast_migrations (version, name) VALUES (?1, ?2)"))
                     .bind(m.version)
                     .bind(m.name)
                     .execute(&mut *tx)

@@ -2,5 +2,6 @@
 //! conformance suite run against every backend on real servers.
 
 mod conformance;
+mod conn_tags;
 mod mysql_locks;
 mod support;
