@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Makes sure the servers the tests need are reachable: PostgreSQL and
-# MariaDB/MySQL. A URL given in HOLDFAST_TEST_POSTGRES_URL / HOLDFAST_TEST_MYSQL_URL
-# is used as it is; otherwise the local server is started when installed but
+# Makes sure the servers the tests need are reachable: PostgreSQL,
+# MariaDB/MySQL and Redis. A URL given in HOLDFAST_TEST_POSTGRES_URL /
+# HOLDFAST_TEST_MYSQL_URL / HOLDFAST_TEST_REDIS_URL is used as it is; otherwise the local server is started when installed but
 # stopped, and installed from Debian packages when missing and run as root.
 # Sourced by scripts/test; exits non-zero when a server cannot be had.
 set -euo pipefail
@@ -82,4 +82,23 @@ ensure_mysql() {
   fi
   my_ok || { log "MariaDB at 127.0.0.1:3306 refuses root"; return 1; }
   log "MariaDB: up"
+}
+
+ensure_redis() {
+  # The Redis fault tests start redis-server processes of their own, so the
+  # binary must be installed even when HOLDFAST_TEST_REDIS_URL points elsewhere.
+  if ! command -v redis-server >/dev/null; then
+    log "Redis: installing"
+    apt_install redis-server redis-tools
+  fi
+  if [ -n "${HOLDFAST_TEST_REDIS_URL:-}" ]; then
+    log "Redis: using HOLDFAST_TEST_REDIS_URL"
+    return 0
+  fi
+  redis_ok() { redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null | grep -q PONG; }
+  if redis_ok; then log "Redis: up"; return 0; fi
+  log "Redis: starting"
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no >/dev/null
+  wait_for 15 redis_ok || { log "Redis did not come up"; return 1; }
+  log "Redis: up"
 }
