@@ -386,7 +386,6 @@ impl Dialect for My {
     ) -> sqlx::Result<u64> {
         let rows = sqlx::query(q!("expire_at"))
             .bind(shop.as_str())
-            .bind(shop.as_str())
             .bind(item.as_str())
             .bind(location.as_str())
             .fetch_all(&mut *c)
@@ -463,9 +462,9 @@ impl Dialect for My {
             .bind(shop.as_str())
             .bind(item.as_str())
             .bind(location.as_str())
-            .bind(shop.as_str())
             .bind(item.as_str())
             .bind(location.as_str())
+            .bind(shop.as_str())
             .fetch_one(c)
             .await
     }

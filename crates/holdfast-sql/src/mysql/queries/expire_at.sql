@@ -10,7 +10,10 @@ FROM reservations r
 WHERE r.shop_id = ?
   AND r.status = 'held'
   AND r.expires_at <= UTC_TIMESTAMP(6)
-  AND r.id IN (
-      SELECT q.reservation_id FROM reserved_quantities q
-      WHERE q.shop_id = ? AND q.item_id = ? AND q.location_id = ? AND q.state = 'held')
+  -- From the (few) expired holds to their rows by primary key, not from
+  -- every live hold of a hot item.
+  AND EXISTS (
+      SELECT 1 FROM reserved_quantities q
+      WHERE q.shop_id = r.shop_id AND q.reservation_id = r.id
+        AND q.item_id = ? AND q.location_id = ? AND q.state = 'held')
 FOR UPDATE SKIP LOCKED

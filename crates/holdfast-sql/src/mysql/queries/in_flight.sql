@@ -4,7 +4,8 @@
 -- holds are in a sweeper's or a claim's hands. Plain reads, no locks.
 SELECT (SELECT COUNT(*) FROM reservation_units u
         WHERE u.shop_id = ? AND u.item_id = ? AND u.location_id = ?)
-     + (SELECT COUNT(*) FROM reserved_quantities q
-        JOIN reservations r ON r.shop_id = q.shop_id AND r.id = q.reservation_id
-        WHERE q.shop_id = ? AND q.item_id = ? AND q.location_id = ?
-          AND q.state = 'held' AND r.expires_at <= UTC_TIMESTAMP(6)) AS n
+     + (SELECT COUNT(*) FROM reservations r
+        JOIN reserved_quantities q
+          ON q.shop_id = r.shop_id AND q.reservation_id = r.id
+         AND q.item_id = ? AND q.location_id = ? AND q.state = 'held'
+        WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) AND r.shop_id = ?) AS n

@@ -9,9 +9,15 @@ SELECT l.item_id, l.location_id,
        + (SELECT count(*) FROM reservation_units u
           WHERE u.shop_id = l.shop_id AND u.item_id = l.item_id AND u.location_id = l.location_id)
        + COALESCE((SELECT sum(q.quantity) FROM reserved_quantities q
-                   LEFT JOIN reservations r ON r.shop_id = q.shop_id AND r.id = q.reservation_id
                    WHERE q.shop_id = l.shop_id AND q.item_id = l.item_id AND q.location_id = l.location_id
-                     AND (q.state = 'returned' OR (q.state = 'held' AND r.expires_at <= now()))), 0)
+                     AND q.state = 'returned'), 0)
+       -- Driven by the expired holds (reservations_due), not by every live
+       -- hold of the item: a hot item can have thousands of live holds.
+       + COALESCE((SELECT sum(q.quantity) FROM reservations r
+                   JOIN reserved_quantities q
+                     ON q.shop_id = r.shop_id AND q.reservation_id = r.id
+                    AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
+                   WHERE r.status = 'held' AND r.expires_at <= now() AND r.shop_id = l.shop_id), 0)
        AS available
 FROM inventory_levels l
 WHERE l.shop_id = $1

@@ -9,9 +9,12 @@ WITH due AS (
     WHERE r.shop_id = $1
       AND r.status = 'held'
       AND r.expires_at <= now()
-      AND r.id IN (
-          SELECT q.reservation_id FROM reserved_quantities q
-          WHERE q.shop_id = $1 AND q.item_id = $2 AND q.location_id = $3 AND q.state = 'held')
+      -- From the (few) expired holds to their rows by primary key, not
+      -- from every live hold of a hot item.
+      AND EXISTS (
+          SELECT 1 FROM reserved_quantities q
+          WHERE q.shop_id = r.shop_id AND q.reservation_id = r.id
+            AND q.item_id = $2 AND q.location_id = $3 AND q.state = 'held')
     FOR UPDATE SKIP LOCKED
 ), gone AS (
     UPDATE reservations r

@@ -11,7 +11,10 @@ SET status = 'expired',
 WHERE shop_id = ?1
   AND status = 'held'
   AND expires_at <= unixepoch('subsec') * 1000
-  AND id IN (
-      SELECT q.reservation_id FROM reserved_quantities q
-      WHERE q.shop_id = ?1 AND q.item_id = ?2 AND q.location_id = ?3 AND q.state = 'held')
+  -- From the (few) expired holds to their rows by primary key, not from
+  -- every live hold of a hot item.
+  AND EXISTS (
+      SELECT 1 FROM reserved_quantities q
+      WHERE q.shop_id = reservations.shop_id AND q.reservation_id = reservations.id
+        AND q.item_id = ?2 AND q.location_id = ?3 AND q.state = 'held')
 RETURNING shop_id, id

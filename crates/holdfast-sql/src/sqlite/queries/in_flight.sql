@@ -5,7 +5,8 @@
 -- meaning on every backend. Plain reads.
 SELECT (SELECT count(*) FROM reservation_units u
         WHERE u.shop_id = ?1 AND u.item_id = ?2 AND u.location_id = ?3)
-     + (SELECT count(*) FROM reserved_quantities q
-        JOIN reservations r ON r.id = q.reservation_id AND r.shop_id = q.shop_id
-        WHERE q.shop_id = ?1 AND q.item_id = ?2 AND q.location_id = ?3
-          AND q.state = 'held' AND r.expires_at <= unixepoch('subsec') * 1000)
+     + (SELECT count(*) FROM reservations r
+        JOIN reserved_quantities q
+          ON q.shop_id = r.shop_id AND q.reservation_id = r.id
+         AND q.item_id = ?2 AND q.location_id = ?3 AND q.state = 'held'
+        WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 AND r.shop_id = ?1)
