@@ -118,7 +118,11 @@ impl Rules {
 #[derive(Debug)]
 pub struct ModeControl {
     db: ControlDb,
-    rules: RwLock<Arc<Rules>>,
+    /// The rules in force, and the ticket of the read they came from.
+    rules: RwLock<(u64, Arc<Rules>)>,
+    /// Tickets for reads: a read that started earlier never replaces the
+    /// result of one that started later (a poll racing an admin write).
+    tickets: AtomicU64,
     poll_errors: AtomicU64,
 }
 
@@ -131,7 +135,12 @@ impl ModeControl {
     /// must not start serving on guessed modes).
     pub async fn load(db: ControlDb) -> Result<Arc<Self>, Error> {
         let rules = db.load_rules().await?;
-        Ok(Arc::new(Self { db, rules: RwLock::new(Arc::new(rules)), poll_errors: AtomicU64::new(0) }))
+        Ok(Arc::new(Self {
+            db,
+            rules: RwLock::new((0, Arc::new(rules))),
+            tickets: AtomicU64::new(1),
+            poll_errors: AtomicU64::new(0),
+        }))
     }
 
     /// Starts the poller. It stops when the last other `Arc` is dropped.
@@ -151,30 +160,32 @@ impl ModeControl {
     /// Rereads the rules. On a failed read the last rules stay in force and
     /// the failure is counted: a database blip must not flip modes.
     pub async fn refresh(&self) {
-        match self.db.load_rules().await {
-            Ok(rules) => self.install(rules),
-            Err(e) => {
-                self.poll_errors.fetch_add(1, Ordering::Relaxed);
-                metrics::counter!("holdfast_mode_poll_errors_total").increment(1);
-                tracing::warn!(error = %e, "cannot reread the mode rules; keeping the last ones");
-            }
+        if let Err(e) = self.reload().await {
+            self.poll_errors.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("holdfast_mode_poll_errors_total").increment(1);
+            tracing::warn!(error = %e, "cannot reread the mode rules; keeping the last ones");
         }
     }
 
-    fn install(&self, rules: Rules) {
+    async fn reload(&self) -> Result<(), Error> {
+        let ticket = self.tickets.fetch_add(1, Ordering::AcqRel);
+        let rules = self.db.load_rules().await?;
         let mut cur = self.rules.write().expect("rules lock");
-        if cur.kill_switch != rules.kill_switch {
-            tracing::warn!(engaged = rules.kill_switch, "kill switch changed");
+        if ticket > cur.0 {
+            if cur.1.kill_switch != rules.kill_switch {
+                tracing::warn!(engaged = rules.kill_switch, "kill switch changed");
+            }
+            *cur = (ticket, Arc::new(rules));
         }
-        *cur = Arc::new(rules);
+        Ok(())
     }
 
     pub fn rules(&self) -> Arc<Rules> {
-        self.rules.read().expect("rules lock").clone()
+        self.rules.read().expect("rules lock").1.clone()
     }
 
     pub fn mode_of(&self, shop: &ShopId) -> Mode {
-        self.rules.read().expect("rules lock").mode_of(shop)
+        self.rules.read().expect("rules lock").1.mode_of(shop)
     }
 
     pub fn db(&self) -> &ControlDb {
@@ -213,7 +224,7 @@ impl ModeControl {
                 self.db.set_rollout(*mode, *percent).await?
             }
         }
-        self.install(self.db.load_rules().await?);
+        self.reload().await?;
         let shops = match change {
             ModeChange::Shop { shop, .. } => vec![shop.clone()],
             ModeChange::Rollout { .. } => Vec::new(),
@@ -225,7 +236,7 @@ impl ModeControl {
     /// other process follows within [`POLL_INTERVAL`] and a restart keeps it.
     pub async fn set_kill_switch(&self, engaged: bool) -> Result<KillSwitch, Error> {
         self.db.set_kill_switch(engaged).await?;
-        self.install(self.db.load_rules().await?);
+        self.reload().await?;
         Ok(self.kill_switch())
     }
 

@@ -256,6 +256,18 @@ impl RedisStore {
     }
 
     async fn settle(&self, shop: &ShopId, id: ReservationId, op: &str, ttl: Option<Ttl>) -> Result<Reservation, Error> {
+        self.settle_once(shop, id, op, ttl).await.map(|(r, _)| r)
+    }
+
+    /// Runs settle.lua; `true` with the reservation when this call changed
+    /// it (`false` for an idempotent repeat).
+    async fn settle_once(
+        &self,
+        shop: &ShopId,
+        id: ReservationId,
+        op: &str,
+        ttl: Option<Ttl>,
+    ) -> Result<(Reservation, bool), Error> {
         let mut c = self.conn().await?;
         let reply: Vec<String> = self
             .scripts
@@ -273,7 +285,8 @@ impl RedisStore {
         }
         let (r, outcome) = parse_record(&reply)?;
         match outcome.as_str() {
-            "ok" => Ok(r),
+            "ok" => Ok((r, true)),
+            "same" => Ok((r, false)),
             "expired" => {
                 if op != "expire" {
                     self.expired.fetch_add(1, Ordering::Relaxed);
@@ -317,9 +330,10 @@ impl RedisStore {
     }
 
     /// sql-primary: applies a claim, release or extend SQL committed to the
-    /// Redis copy of the hold. The Redis half of a claim only (the SQL
-    /// ledger of the legacy model is not written: holdfast's own ledger
-    /// counts the sale).
+    /// Redis copy of the hold. A first claim also adds the units to the
+    /// legacy ledger's `committed`, so the legacy books stay whole for the
+    /// moment the kill switch hands the shop back (Redis first here: SQL
+    /// has already decided, and the legacy ledger is not the truth any more).
     pub async fn mirror_settle(
         &self,
         shop: &ShopId,
@@ -327,7 +341,12 @@ impl RedisStore {
         op: &str,
         ttl: Option<Ttl>,
     ) -> Result<Reservation, Error> {
-        self.settle(shop, id, op, ttl).await
+        let (r, changed) = self.settle_once(shop, id, op, ttl).await?;
+        if changed && op == "claim" {
+            let lines: Vec<_> = r.lines.iter().map(|a| (a.item.clone(), a.location.clone(), a.quantity)).collect();
+            self.db.ledger_commit(shop, &lines).await?;
+        }
+        Ok(r)
     }
 
     /// The shadow mirror's note of which SQL reservation mirrors a Redis one.

@@ -3,7 +3,7 @@
 --
 -- ARGV: prefix, shop, id, op ('claim' | 'release' | 'extend' | 'expire'), ttl_ms
 -- Returns {'res', id, key, status, expires_ms, lines_json, outcome} where
--- outcome is 'ok', 'expired' (the hold had expired; its units went back) or
+-- outcome is 'ok', 'same' (an idempotent repeat: nothing changed), 'expired' (the hold had expired; its units went back) or
 -- 'wrong' (the status forbids op); or {'notfound'}.
 local p, shop, id, op, ttl = ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local rk = p .. 'res/' .. shop .. '/' .. id
@@ -31,7 +31,7 @@ if status ~= 'held' then
   -- Idempotent repeats answer the same; anything else is refused.
   if op == 'expire' then return out('wrong') end
   if (op == 'claim' and status == 'claimed') or (op == 'release' and (status == 'released' or status == 'expired')) then
-    return out('ok')
+    return out('same')
   end
   if status == 'expired' then return out('expired') end
   return out('wrong')

@@ -1,1 +1,263 @@
+//! Modes end to end: a flash sale in each mode, shadow comparisons with one
+//! client and under concurrency, the kill switch flipped mid-sale by another
+//! process, and rules reaching every process within a second.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use holdfast_core::{Error, Store};
+use holdfast_redis::{Mode, ModeChange, ModeControl, ModeRouter, is_redis_id};
+use rand::Rng;
+
 use crate::support::*;
+
+#[derive(Debug, Default)]
+struct Tally {
+    sold: AtomicU64,
+    refused: AtomicU64,
+    errors: AtomicU64,
+    sql_holds: AtomicU64,
+    redis_holds: AtomicU64,
+    /// Micros since the sale started at which the last SQL-made hold was
+    /// decided.
+    last_sql_hold_us: AtomicU64,
+}
+
+/// `buyers` tasks, each making `tries` checkouts of one unit: claim 80%,
+/// release 20%. Then single buyers until the primary says sold out, so
+/// units released late are sold too (zero undersell means every unit sells).
+async fn flash_sale(router: Arc<ModeRouter>, s: &'static str, buyers: usize, tries: usize) -> Arc<Tally> {
+    let tally = Arc::new(Tally::default());
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..buyers)
+        .map(|b| {
+            let (router, tally) = (router.clone(), tally.clone());
+            tokio::spawn(async move {
+                for t in 0..tries {
+                    checkout(&*router, s, &format!("b{b}-{t}"), &tally, started).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut n = 0;
+    loop {
+        n += 1;
+        let before = tally.refused.load(Ordering::Relaxed);
+        checkout(&*router, s, &format!("late-{n}"), &tally, started).await;
+        if tally.refused.load(Ordering::Relaxed) > before {
+            break;
+        }
+    }
+    tally
+}
+
+async fn checkout(store: &dyn Store, s: &str, key: &str, tally: &Tally, started: Instant) {
+    match store.reserve(&request(s, key, vec![line("hot", 1, None)])).await {
+        Ok(r) => {
+            let id = r.reservation.id;
+            if is_redis_id(id) {
+                tally.redis_holds.fetch_add(1, Ordering::Relaxed);
+            } else {
+                tally.sql_holds.fetch_add(1, Ordering::Relaxed);
+                tally.last_sql_hold_us.fetch_max(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            }
+            let pay = rand::thread_rng().gen_bool(0.8);
+            let done = if pay { store.claim(&shop(s), id).await } else { store.release(&shop(s), id).await };
+            match done {
+                Ok(_) if pay => {
+                    tally.sold.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!("settle failed: {e}");
+                    tally.errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        Err(Error::InsufficientStock(_)) => {
+            tally.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            eprintln!("reserve failed: {e}");
+            tally.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+async fn pin(w: &World, s: &str, mode: Mode) {
+    w.control.apply(&ModeChange::Shop { shop: shop(s), mode: Some(mode) }).await.unwrap();
+}
+
+#[tokio::test]
+async fn flash_sale_in_each_mode_sells_exactly_the_stock() {
+    each_backend(|w| async move {
+        for mode in Mode::ALL {
+            let s: &'static str = Box::leak(format!("sale-{mode}").into_boxed_str());
+            pin(&w, s, mode).await;
+            // Stock on both sides (the router writes the other side too in
+            // shadow and sql-primary; set the other explicitly otherwise).
+            stock(&*w.router, s, "hot", "wh", 60).await;
+            let tally = flash_sale(w.router.clone(), s, 16, 8).await;
+            w.router.drain_shadow().await;
+            let sold = tally.sold.load(Ordering::Relaxed) as i64;
+            assert_eq!(tally.errors.load(Ordering::Relaxed), 0, "{mode}: every request answered");
+            let primary: &dyn Store = match mode {
+                Mode::Redis | Mode::Shadow => &*w.redis,
+                _ => &*w.sql,
+            };
+            let q = qty(primary, s, "hot", "wh").await;
+            assert_eq!(sold, 60, "{mode}: oversold {} undersold {}", (sold - 60).max(0), (60 - sold).max(0));
+            assert_eq!((q.on_hand, q.committed, q.available, q.reserved), (60, 60, 0, 0), "{mode}: primary books");
+            assert!(primary.audit(Some(&shop(s))).await.unwrap().ok(), "{mode}: audit");
+            if mode == Mode::SqlPrimary {
+                // Redis was kept current: it would take over with the same books.
+                let r = qty(&*w.redis, s, "hot", "wh").await;
+                assert_eq!((r.available, r.reserved, r.committed), (0, 0, 60), "sql-primary: redis current");
+            }
+        }
+        w
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn shadow_with_one_client_reports_zero_mismatches() {
+    each_backend(|w| async move {
+        pin(&w, "calm", Mode::Shadow).await;
+        stock(&*w.router, "calm", "hot", "wh", 20).await;
+        let tally = Tally::default();
+        let started = Instant::now();
+        for n in 0..40 {
+            checkout(&*w.router, "calm", &format!("k{n}"), &tally, started).await;
+        }
+        w.router.drain_shadow().await;
+        let c = w.router.shadow_counts();
+        assert_eq!(c.mismatches, 0, "{c:?}");
+        assert_eq!(c.skipped_queue_full + c.mirror_errors + c.unmapped, 0, "{c:?}");
+        assert_eq!(c.matched, c.mirrored);
+        assert!(c.mirrored >= 40, "{c:?}");
+        let (r, q) = (qty(&*w.redis, "calm", "hot", "wh").await, qty(&*w.sql, "calm", "hot", "wh").await);
+        assert_eq!((r.available, r.reserved, r.committed), (q.available, q.reserved, q.committed));
+        w
+    })
+    .await;
+}
+
+/// 64 buyers racing for 100 units. Redis decides in the order its script
+/// runs; the mirror applies in the order answers came back. At sell-out
+/// the last units can go to different buyers on the two sides: those are
+/// the mismatches, each counted and logged. Every one is a reserve at the
+/// end of the sale, and SQL converges (it gives back holds Redis refused).
+#[tokio::test]
+async fn shadow_under_concurrency_counts_explained_mismatches() {
+    each_backend(|w| async move {
+        pin(&w, "rush", Mode::Shadow).await;
+        stock(&*w.router, "rush", "hot", "wh", 100).await;
+        let tally = flash_sale(w.router.clone(), "rush", 64, 6).await;
+        w.router.drain_shadow().await;
+        let c = w.router.shadow_counts();
+        println!(
+            "[{}] concurrent shadow run: sold {} refused {}; shadow {c:?}",
+            w.backend.name(),
+            tally.sold.load(Ordering::Relaxed),
+            tally.refused.load(Ordering::Relaxed)
+        );
+        assert_eq!(c.mirrored, c.matched + c.mismatches);
+        assert_eq!(c.skipped_queue_full, 0);
+        // Redis (the primary) sold exactly the stock.
+        assert_eq!(tally.sold.load(Ordering::Relaxed), 100);
+        assert!(w.redis.audit(Some(&shop("rush"))).await.unwrap().ok());
+        // SQL never breaks its own books, whatever order it saw.
+        assert!(w.sql.audit(Some(&shop("rush"))).await.unwrap().ok());
+        w
+    })
+    .await;
+}
+
+/// A second process flips the kill switch in the middle of a sql-primary
+/// flash sale. Every request is answered, every unit sells once; holds made
+/// by SQL before the flip are settled by SQL (and in Redis), new holds come
+/// from Redis within a second.
+#[tokio::test]
+async fn kill_switch_during_a_flash_sale_loses_no_request_and_no_unit() {
+    each_backend(|w| async move {
+        for (m, p) in [(Mode::Shadow, 100), (Mode::SqlPrimary, 100)] {
+            w.control.apply(&ModeChange::Rollout { mode: m, percent: p }).await.unwrap();
+        }
+        assert_eq!(w.router.mode_of(&shop("big")), Mode::SqlPrimary);
+        stock(&*w.router, "big", "hot", "wh", 400).await;
+        let (other, _) = w.second_process().await;
+        let started = Instant::now();
+        let flip = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            let at = started.elapsed();
+            other.set_kill_switch(true).await.unwrap();
+            at
+        });
+        let tally = flash_sale(w.router.clone(), "big", 24, 40).await;
+        let flipped_at = flip.await.unwrap();
+        w.router.drain_shadow().await;
+        let last_sql = Duration::from_micros(tally.last_sql_hold_us.load(Ordering::Relaxed));
+        println!(
+            "[{}] kill switch: flipped at {flipped_at:?}; last sql-primary decision {:?} after the flip; \
+             holds by sql {} then by redis {}; shadow {:?}",
+            w.backend.name(),
+            last_sql.saturating_sub(flipped_at),
+            tally.sql_holds.load(Ordering::Relaxed),
+            tally.redis_holds.load(Ordering::Relaxed),
+            w.router.shadow_counts()
+        );
+        assert_eq!(tally.errors.load(Ordering::Relaxed), 0, "no request lost");
+        assert!(tally.sql_holds.load(Ordering::Relaxed) > 0 && tally.redis_holds.load(Ordering::Relaxed) > 0);
+        assert!(last_sql.saturating_sub(flipped_at) < Duration::from_secs(1), "followed within a second");
+        assert_eq!(w.router.mode_of(&shop("big")), Mode::Shadow);
+        // No unit lost or sold twice: buyers got exactly the stock, and Redis
+        // (the primary now) has nothing left, nothing held.
+        assert_eq!(tally.sold.load(Ordering::Relaxed), 400);
+        let r = qty(&*w.redis, "big", "hot", "wh").await;
+        assert_eq!((r.on_hand, r.available, r.reserved, r.committed), (400, 0, 0, 400));
+        assert!(w.redis.audit(Some(&shop("big"))).await.unwrap().ok());
+        assert!(w.sql.audit(Some(&shop("big"))).await.unwrap().ok());
+        w
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn rules_reach_every_process_within_a_second_and_survive_a_restart() {
+    each_backend(|w| async move {
+        let (other, _) = w.second_process().await;
+        let wait_for = |c: Arc<ModeControl>, s: &'static str, want: Mode| async move {
+            let t = Instant::now();
+            while c.mode_of(&shop(s)) != want {
+                assert!(t.elapsed() < Duration::from_secs(1), "{s} not {want} after a second");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            t.elapsed()
+        };
+        other.apply(&ModeChange::Shop { shop: shop("a"), mode: Some(Mode::SqlPrimary) }).await.unwrap();
+        wait_for(w.control.clone(), "a", Mode::SqlPrimary).await;
+        other.set_kill_switch(true).await.unwrap();
+        let took = wait_for(w.control.clone(), "a", Mode::Shadow).await;
+        println!("[{}] kill switch seen by the other process after {took:?}", w.backend.name());
+        // A restarted process reads the engaged switch before serving.
+        let restarted = ModeControl::load(w.db.clone()).await.unwrap();
+        assert!(restarted.kill_switch().engaged);
+        assert_eq!(restarted.mode_of(&shop("a")), Mode::Shadow);
+        other.set_kill_switch(false).await.unwrap();
+        wait_for(w.control.clone(), "a", Mode::SqlPrimary).await;
+        // Rollout by percentage: stable hash, monotone.
+        other.apply(&ModeChange::Rollout { mode: Mode::Sql, percent: 30 }).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        let rules = w.control.rules();
+        let shops: Vec<_> = (0..1000).map(|n| shop(&format!("r{n}"))).collect();
+        let in_sql = shops.iter().filter(|s| rules.mode_of(s) == Mode::Sql).count();
+        assert!((250..350).contains(&in_sql), "{in_sql} of 1000 at 30%");
+        w
+    })
+    .await;
+}
