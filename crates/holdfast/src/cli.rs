@@ -65,6 +65,8 @@ pub enum Command {
     /// Measure: flash sales against holdfast and its baselines.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Migration from Redis: modes per shop, rollout, kill switch, reconcile.
+    Mode(holdfast_redis::cli::ModeArgs),
 }
 
 #[derive(Debug, Subcommand)]

@@ -148,6 +148,12 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Token(cmd) => return Ok(holdfast_server::cli::token(cmd, db_flags(&db)).await),
         Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
+        Command::Mode(a) => {
+            let json = a.json;
+            let store = open(&db, None).await.or_fail(json)?;
+            let url = db.database_url.clone().unwrap_or_else(holdfast_sql::default_database_url);
+            holdfast_redis::cli::run(a, store, &url).await.or_fail(json)?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
