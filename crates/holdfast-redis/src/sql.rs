@@ -108,6 +108,9 @@ fn parse_name<T: FromStr<Err = Invalid>>(s: String, table: &str) -> Result<T, Er
     s.parse().map_err(|e| Error::Internal(format!("bad value in {table}: {e}")))
 }
 
+/// shop_modes rows, mode_rollout rows, the kill switch, as read.
+type RawRules = (Vec<(String, String)>, Vec<(String, i32)>, bool);
+
 impl ControlDb {
     /// Opens a pool of at most `max` connections on `url` (same schemes as
     /// `holdfast_sql::connect`).
@@ -170,7 +173,7 @@ impl ControlDb {
     /// half second by each serving process).
     pub async fn load_rules(&self) -> Result<Rules, Error> {
         let err = db_error("reading the mode rules");
-        let (shops, rollout, engaged): (Vec<(String, String)>, Vec<(String, i32)>, bool) = each!(self, |pool, q| {
+        let (shops, rollout, engaged): RawRules = each!(self, |pool, q| {
             let shops = sqlx::query_as(&q("SELECT T(shop_id), T(mode) FROM shop_modes ORDER BY shop_id"))
                 .fetch_all(pool)
                 .await

@@ -10,6 +10,7 @@
 //!   a legacy stock change is a read, a Redis move and a SQL swap; it is
 //!   retried on a lost race but a crash between the two halves breaks the
 //!   books, so the model cannot promise it.
+//!
 //! The conformance suite itself (`holdfast-sql/tests/it/conformance.rs`) is
 //! built around `TestDb` and SQL-only configuration (pool caps), so plugging
 //! this store into `suite!` would mean changing that file; the same checks
