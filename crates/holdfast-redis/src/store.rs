@@ -118,7 +118,15 @@ pub struct RedisStore {
     order: Mutex<ClaimOrder>,
     fault: Mutex<Option<InjectedFault>>,
     expired: AtomicU64,
+    /// Until when (ms on `epoch`) Redis counts as down after a connection
+    /// failure: calls fail at once instead of each waiting out a timeout,
+    /// so sql-primary shops keep their latency while Redis is away.
+    down_until_ms: AtomicU64,
+    epoch: std::time::Instant,
 }
+
+/// How long Redis counts as down after a connection failure.
+const BREAKER: Duration = Duration::from_millis(500);
 
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -208,6 +216,8 @@ impl RedisStore {
             order: Mutex::new(ClaimOrder::default()),
             fault: Mutex::new(None),
             expired: AtomicU64::new(0),
+            down_until_ms: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
         })
     }
 
@@ -224,7 +234,23 @@ impl RedisStore {
         *self.fault.lock().expect("fault lock") = Some(fault);
     }
 
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    /// Maps a Redis error; a connection failure opens the breaker.
+    fn failed(&self, e: redis::RedisError) -> Error {
+        let e = redis_error(e);
+        if matches!(e, Error::Unavailable(_)) {
+            self.down_until_ms.store(self.now_ms() + BREAKER.as_millis() as u64, Ordering::Relaxed);
+        }
+        e
+    }
+
     async fn conn(&self) -> Result<ConnectionManager, Error> {
+        if self.now_ms() < self.down_until_ms.load(Ordering::Relaxed) {
+            return Err(Error::Unavailable("redis: down (a connection failed less than 500 ms ago)".into()));
+        }
         let mut slot = self.conn.lock().await;
         if let Some(c) = slot.as_ref() {
             return Ok(c.clone());
@@ -235,7 +261,7 @@ impl RedisStore {
             .set_response_timeout(self.opts.timeout)
             .set_number_of_retries(1)
             .set_max_delay(200);
-        let c = ConnectionManager::new_with_config(self.client.clone(), config).await.map_err(redis_error)?;
+        let c = ConnectionManager::new_with_config(self.client.clone(), config).await.map_err(|e| self.failed(e))?;
         *slot = Some(c.clone());
         Ok(c)
     }
@@ -243,7 +269,7 @@ impl RedisStore {
     /// Fails fast with `unavailable` when Redis does not answer a PING.
     pub async fn ping(&self) -> Result<(), Error> {
         let mut c = self.conn().await?;
-        redis::cmd("PING").query_async::<String>(&mut c).await.map_err(redis_error)?;
+        redis::cmd("PING").query_async::<String>(&mut c).await.map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -279,7 +305,7 @@ impl RedisStore {
             .arg(ttl.map(|t| t.as_secs() * 1000).unwrap_or(0))
             .invoke_async(&mut c)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         if reply.first().map(String::as_str) == Some("notfound") {
             return Err(Error::NotFound);
         }
@@ -325,7 +351,7 @@ impl RedisStore {
             .arg(lines_json(&r.lines))
             .invoke_async(&mut c)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         Ok((n >= 0).then_some(n as u32))
     }
 
@@ -359,7 +385,13 @@ impl RedisStore {
         let mut c = self.conn().await?;
         let key = format!("{}res/{shop}/{id}", self.prefix());
         let v = sql_id.map(|s| s.get()).unwrap_or(0);
-        redis::cmd("HSET").arg(&key).arg("sql_id").arg(v).query_async::<i64>(&mut c).await.map_err(redis_error)?;
+        redis::cmd("HSET")
+            .arg(&key)
+            .arg("sql_id")
+            .arg(v)
+            .query_async::<i64>(&mut c)
+            .await
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -370,7 +402,7 @@ impl RedisStore {
         let mut c = self.conn().await?;
         let key = format!("{}res/{shop}/{id}", self.prefix());
         let v: Option<i64> =
-            redis::cmd("HGET").arg(&key).arg("sql_id").query_async(&mut c).await.map_err(redis_error)?;
+            redis::cmd("HGET").arg(&key).arg("sql_id").query_async(&mut c).await.map_err(|e| self.failed(e))?;
         Ok(v.and_then(|v| ReservationId::new(v).ok()))
     }
 
@@ -384,7 +416,7 @@ impl RedisStore {
         for (s, i, l) in keys {
             cmd.arg(self.key("avail", s, i, l)).arg(self.key("held", s, i, l));
         }
-        let v: Vec<Option<i64>> = cmd.query_async(&mut c).await.map_err(redis_error)?;
+        let v: Vec<Option<i64>> = cmd.query_async(&mut c).await.map_err(|e| self.failed(e))?;
         Ok(v.chunks(2).map(|p| (p[0].unwrap_or(0), p[1].unwrap_or(0))).collect())
     }
 
@@ -409,7 +441,7 @@ impl RedisStore {
             .arg(q.reserved)
             .invoke_async(&mut c)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         self.db
             .ledger_put(&LedgerRow {
                 shop: shop.clone(),
@@ -451,7 +483,7 @@ impl RedisStore {
             .arg(delta)
             .invoke_async(&mut c)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         Ok(ok == 1)
     }
 
@@ -507,7 +539,7 @@ impl Store for RedisStore {
                 }
             }
         }
-        let reply: Vec<String> = inv.invoke_async(&mut c).await.map_err(redis_error)?;
+        let reply: Vec<String> = inv.invoke_async(&mut c).await.map_err(|e| self.failed(e))?;
         match reply.first().map(String::as_str) {
             Some("conflict") => Err(Error::IdempotencyConflict(req.key.as_str().to_owned())),
             Some("short") => Err(Error::InsufficientStock(
@@ -584,7 +616,7 @@ impl Store for RedisStore {
             .arg("lines")
             .query_async(&mut c)
             .await
-            .map_err(redis_error)?;
+            .map_err(|e| self.failed(e))?;
         let [Some(k), Some(status), Some(expires), Some(lines)] =
             <[Option<String>; 4]>::try_from(h).map_err(|_| bad_reply("get"))?
         else {
@@ -600,7 +632,7 @@ impl Store for RedisStore {
     async fn expire(&self, limit: u32) -> Result<u64, Error> {
         let mut c = self.conn().await?;
         let due: Vec<String> =
-            self.scripts.sweep.arg(self.prefix()).arg(limit).invoke_async(&mut c).await.map_err(redis_error)?;
+            self.scripts.sweep.arg(self.prefix()).arg(limit).invoke_async(&mut c).await.map_err(|e| self.failed(e))?;
         let mut n = 0;
         for member in due {
             let Some((shop, id)) = member.split_once('/') else { continue };

@@ -28,11 +28,18 @@ struct Tally {
 /// release 20%. Then single buyers until the primary says sold out, so
 /// units released late are sold too (zero undersell means every unit sells).
 async fn flash_sale(router: Arc<ModeRouter>, s: &'static str, buyers: usize, tries: usize) -> Arc<Tally> {
+    flash_sale_on(vec![router], s, buyers, tries).await
+}
+
+/// The same sale served by several processes (routers), buyer b on router
+/// b mod n.
+async fn flash_sale_on(routers: Vec<Arc<ModeRouter>>, s: &'static str, buyers: usize, tries: usize) -> Arc<Tally> {
+    let router = routers[0].clone();
     let tally = Arc::new(Tally::default());
     let started = Instant::now();
     let tasks: Vec<_> = (0..buyers)
         .map(|b| {
-            let (router, tally) = (router.clone(), tally.clone());
+            let (router, tally) = (routers[b % routers.len()].clone(), tally.clone());
             tokio::spawn(async move {
                 for t in 0..tries {
                     checkout(&*router, s, &format!("b{b}-{t}"), &tally, started).await;
@@ -147,27 +154,42 @@ async fn shadow_with_one_client_reports_zero_mismatches() {
     .await;
 }
 
-/// 64 buyers racing for 100 units. Redis decides in the order its script
-/// runs; the mirror applies in the order answers came back. At sell-out
-/// the last units can go to different buyers on the two sides: those are
-/// the mismatches, each counted and logged. Every one is a reserve at the
-/// end of the sale, and SQL converges (it gives back holds Redis refused).
-#[tokio::test]
+/// 64 buyers racing for 100 units through two service processes (each
+/// with its own shadow mirror), on a multi-threaded runtime. Redis decides
+/// in the order its scripts run; each mirror applies in the order answers
+/// came back to its process, and the two mirrors interleave on SQL as they
+/// please. At sell-out the last units can go to different buyers on the
+/// two sides: those are the mismatches, each counted and logged with both
+/// answers. Redis (the primary) still sells exactly the stock, and SQL
+/// keeps its own books whole (it gives back holds Redis refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn shadow_under_concurrency_counts_explained_mismatches() {
     each_backend(|w| async move {
         pin(&w, "rush", Mode::Shadow).await;
         stock(&*w.router, "rush", "hot", "wh", 100).await;
-        let tally = flash_sale(w.router.clone(), "rush", 64, 6).await;
+        let (_, second) = w.second_process().await;
+        let tally = flash_sale_on(vec![w.router.clone(), second.clone()], "rush", 64, 6).await;
         w.router.drain_shadow().await;
-        let c = w.router.shadow_counts();
+        second.drain_shadow().await;
+        let (a, b) = (w.router.shadow_counts(), second.shadow_counts());
+        let (mirrored, matched, mismatches) =
+            (a.mirrored + b.mirrored, a.matched + b.matched, a.mismatches + b.mismatches);
+        let q = qty(&*w.sql, "rush", "hot", "wh").await;
         println!(
-            "[{}] concurrent shadow run: sold {} refused {}; shadow {c:?}",
+            "[{}] concurrent shadow run (2 processes, 64 buyers, 100 units): sold {} refused {}; \
+             mirrored {mirrored} matched {matched} mismatches {mismatches} unmapped {} skipped {}; \
+             sql side afterwards: committed {} available {} reserved {}",
             w.backend.name(),
             tally.sold.load(Ordering::Relaxed),
-            tally.refused.load(Ordering::Relaxed)
+            tally.refused.load(Ordering::Relaxed),
+            a.unmapped + b.unmapped,
+            a.skipped_queue_full + b.skipped_queue_full,
+            q.committed,
+            q.available,
+            q.reserved,
         );
-        assert_eq!(c.mirrored, c.matched + c.mismatches);
-        assert_eq!(c.skipped_queue_full, 0);
+        assert_eq!(mirrored, matched + mismatches);
+        assert_eq!(a.skipped_queue_full + b.skipped_queue_full, 0);
         // Redis (the primary) sold exactly the stock.
         assert_eq!(tally.sold.load(Ordering::Relaxed), 100);
         assert!(w.redis.audit(Some(&shop("rush"))).await.unwrap().ok());
