@@ -3,6 +3,7 @@
 //! created and revoked by hand and read once per request (the server caches).
 //! The statements differ only in placeholders and time types, so they sit
 //! here side by side rather than in each dialect's `queries/`.
+//! Each names its process, `/* conn_tag:token */`, as SPEC §8 asks.
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDateTime, TimeZone, Utc};
@@ -123,19 +124,19 @@ macro_rules! token_store {
 }
 
 token_store!(Pg, sqlx::postgres::PgRow, text::<sqlx::postgres::PgRow>, DateTime<Utc>, same, same,
-    insert: "INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES ($1, $2, $3, $4, $5)",
-    find: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = $1",
-    list: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
-    revoke: "UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL");
+    insert: "/* conn_tag:token */ INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES ($1, $2, $3, $4, $5)",
+    find: "/* conn_tag:token */ SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = $1",
+    list: "/* conn_tag:token */ SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
+    revoke: "/* conn_tag:token */ UPDATE api_tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL");
 
 token_store!(My, sqlx::mysql::MySqlRow, ascii_text, NaiveDateTime, naive, from_naive,
-    insert: "INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES (?, ?, ?, ?, ?)",
-    find: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = ?",
-    list: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
-    revoke: "UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
+    insert: "/* conn_tag:token */ INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES (?, ?, ?, ?, ?)",
+    find: "/* conn_tag:token */ SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = ?",
+    list: "/* conn_tag:token */ SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
+    revoke: "/* conn_tag:token */ UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
 
 token_store!(Lite, sqlx::sqlite::SqliteRow, text::<sqlx::sqlite::SqliteRow>, i64, millis, from_millis,
-    insert: "INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES (?, ?, ?, ?, ?)",
-    find: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = ?",
-    list: "SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
-    revoke: "UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
+    insert: "/* conn_tag:token */ INSERT INTO api_tokens (id, hash, shops, admin, created_at) VALUES (?, ?, ?, ?, ?)",
+    find: "/* conn_tag:token */ SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens WHERE id = ?",
+    list: "/* conn_tag:token */ SELECT id, hash, shops, admin, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
+    revoke: "/* conn_tag:token */ UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
