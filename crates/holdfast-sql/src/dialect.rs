@@ -136,6 +136,29 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         spec: &[(ItemId, Option<LocationId>)],
     ) -> impl Future<Output = sqlx::Result<Vec<Ledger>>> + Send;
 
+    /// Like [`Dialect::lock_ledgers`], but skips rows another transaction
+    /// holds instead of waiting for them. A dialect without row locks keeps
+    /// this default.
+    fn lock_ledgers_skip(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> impl Future<Output = sqlx::Result<Vec<Ledger>>> + Send {
+        Self::lock_ledgers(c, shop, spec)
+    }
+
+    /// Waits until no transaction holds these ledger rows, and holds nothing
+    /// afterwards (one autocommit statement with a shared lock). A dialect
+    /// without row locks has nothing to wait for.
+    fn await_ledgers(
+        pool: &Pool<Self::Db>,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> impl Future<Output = sqlx::Result<()>> + Send {
+        let _ = (pool, shop, spec);
+        async { Ok(()) }
+    }
+
     /// Creates an empty ledger row if there is none.
     fn ensure_ledger(
         c: &mut Conn<Self>,

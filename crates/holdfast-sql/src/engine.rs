@@ -82,6 +82,20 @@ pub(crate) enum Fail {
     Contended,
     /// A final answer for the caller.
     Domain(Error),
+    /// A ledger row the slow path needs is locked by a refill in progress.
+    LedgerBusy,
+    /// Waited for another transaction's refill: start over at once (no
+    /// backoff; not counted as a retry, since the other one made progress).
+    Again,
+}
+
+/// What the lock-free look at a short reserve found.
+#[derive(Debug)]
+enum Verdict {
+    /// Not enough units even if every unit no live hold has were free.
+    SoldOut(Vec<Shortfall>),
+    /// Perhaps enough; the ledger rows that exist, where the dialect can tell.
+    Maybe(Option<Vec<Key>>),
 }
 
 impl From<sqlx::Error> for Fail {
@@ -149,15 +163,22 @@ impl<D: Dialect> SqlStore<D> {
         Fut: Future<Output = Result<T, Fail>> + Send,
     {
         let mut n = 0u32;
+        let mut again = 0u32;
         loop {
             n += 1;
             let fail = match attempt().await {
                 Ok(v) => return Ok(v),
                 Err(Fail::Domain(e)) => return Err(e),
+                // Bounded too, in case refills never end.
+                Err(Fail::Again) if again < self.cfg.max_attempts * 20 => {
+                    again += 1;
+                    n -= 1;
+                    continue;
+                }
                 Err(fail) => fail,
             };
             let retry = match &fail {
-                Fail::Contended => true,
+                Fail::Contended | Fail::Again | Fail::LedgerBusy => true,
                 Fail::Db(e) => match D::fault(e) {
                     Fault::Deadlock => {
                         self.counters.deadlocks.fetch_add(1, Ordering::Relaxed);
@@ -171,7 +192,7 @@ impl<D: Dialect> SqlStore<D> {
             };
             if !retry || n >= self.cfg.max_attempts {
                 return Err(match fail {
-                    Fail::Contended => Error::RetriesExhausted(n),
+                    Fail::Contended | Fail::Again | Fail::LedgerBusy => Error::RetriesExhausted(n),
                     Fail::Db(e) => match D::fault(&e) {
                         Fault::Deadlock | Fault::Busy => Error::RetriesExhausted(n),
                         Fault::Connection => Error::Unavailable(e.to_string()),
@@ -235,13 +256,21 @@ impl<D: Dialect> SqlStore<D> {
 
         let spec = candidate_spec(req);
         let verdict = match self.sold_out(req, &spec).await? {
-            Some(shortfalls) => Err(Fail::Domain(Error::InsufficientStock(shortfalls))),
-            None => {
+            Verdict::SoldOut(shortfalls) => Err(Fail::Domain(Error::InsufficientStock(shortfalls))),
+            Verdict::Maybe(existing) => {
                 let mut tx = D::begin(&self.pool, TxMode::Write).await?;
                 let _lease = tag::Lease::transaction();
                 let mut held = vec![BTreeMap::new(); req.lines.len()];
-                match self.slow_path(&mut tx, req, &spec, &mut held).await {
+                match self.slow_path(&mut tx, req, &spec, existing.as_deref(), &mut held).await {
                     Ok(()) => return self.insert_hold(tx, req, &held).await,
+                    Err(Fail::LedgerBusy) => {
+                        // Another transaction is refilling: wait for it
+                        // holding nothing, then start over from the fast
+                        // path, where its rows are.
+                        tx.rollback().await?;
+                        D::await_ledgers(&self.pool, &req.shop, &spec).await?;
+                        Err(Fail::Again)
+                    }
                     Err(fail) => Err(fail),
                 }
             }
@@ -259,17 +288,13 @@ impl<D: Dialect> SqlStore<D> {
 
     /// The cheap answer for a sold-out item: from one lock-free snapshot,
     /// the shortfalls when the request cannot be met even if every unit no
-    /// live hold has were free; `None` when it might be (or the dialect
-    /// cannot tell), and the slow path must find out.
-    async fn sold_out(
-        &self,
-        req: &ReserveRequest,
-        spec: &[(ItemId, Option<LocationId>)],
-    ) -> Result<Option<Vec<Shortfall>>, Fail> {
+    /// live hold has were free; otherwise the ledger rows that exist (`None`
+    /// when the dialect cannot tell), and the slow path must find out.
+    async fn sold_out(&self, req: &ReserveRequest, spec: &[(ItemId, Option<LocationId>)]) -> Result<Verdict, Fail> {
         let mut c = self.pool.acquire().await?;
         let _lease = tag::Lease::start();
         let Some(rows) = D::available(&mut c, &req.shop, spec).await? else {
-            return Ok(None);
+            return Ok(Verdict::Maybe(None));
         };
         let mut shortfalls = Vec::new();
         let mut any_short = false;
@@ -294,7 +319,10 @@ impl<D: Dialect> SqlStore<D> {
             });
         }
         let hopeless = if req.allow_partial { !any_units } else { any_short };
-        Ok(hopeless.then_some(shortfalls))
+        Ok(match hopeless {
+            true => Verdict::SoldOut(shortfalls),
+            false => Verdict::Maybe(Some(rows.into_iter().map(|(i, l, _)| (i, l)).collect())),
+        })
     }
 
     /// Lock order step 4: inserts the hold for the units taken, and commits.
@@ -374,10 +402,24 @@ impl<D: Dialect> SqlStore<D> {
         tx: &mut Conn<D>,
         req: &ReserveRequest,
         spec: &[(ItemId, Option<LocationId>)],
+        existing: Option<&[Key]>,
         held: &mut [BTreeMap<LocationId, u32>],
     ) -> Result<(), Fail> {
-        let mut ledgers: BTreeMap<Key, Locked> = D::lock_ledgers(tx, &req.shop, spec)
-            .await?
+        // Take the ledger locks without waiting: when another transaction
+        // holds one, it is refilling that pool, and queueing behind it here —
+        // each waiter then holding the lock through its own commit — would
+        // serialise the whole herd. The caller waits for it holding nothing.
+        let rows = match existing {
+            Some(existing) => {
+                let rows = D::lock_ledgers_skip(tx, &req.shop, spec).await?;
+                if existing.iter().any(|k| !rows.iter().any(|r| r.item == k.0 && r.location == k.1)) {
+                    return Err(Fail::LedgerBusy);
+                }
+                rows
+            }
+            None => D::lock_ledgers(tx, &req.shop, spec).await?,
+        };
+        let mut ledgers: BTreeMap<Key, Locked> = rows
             .into_iter()
             .map(|row| ((row.item.clone(), row.location.clone()), Locked { row, prepared: false, dirty: false }))
             .collect();

@@ -169,6 +169,40 @@ fn ranges_query<'q>(
     query
 }
 
+/// `lock_ledgers.sql`, its closing `FOR UPDATE` replaced by `clause` when
+/// given (SKIP LOCKED, or a shared lock to wait with).
+async fn ledgers<'e, E: sqlx::MySqlExecutor<'e>>(
+    c: E,
+    shop: &ShopId,
+    spec: &[(ItemId, Option<LocationId>)],
+    clause: Option<&str>,
+) -> sqlx::Result<Vec<Ledger>> {
+    if spec.is_empty() {
+        return Ok(Vec::new());
+    }
+    let template = match clause {
+        None => raw!("lock_ledgers").to_string(),
+        Some(clause) => {
+            let base = raw!("lock_ledgers").trim_end();
+            let base = base.strip_suffix("FOR UPDATE").expect("lock_ledgers.sql ends with FOR UPDATE");
+            format!("{base}{clause}")
+        }
+    };
+    let mut sql = String::new();
+    let rows = ranges_query(&crate::tag::owned(template), shop, spec, &mut sql).fetch_all(c).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Ledger {
+                item: name(r, "item_id")?,
+                location: name(r, "location_id")?,
+                on_hand: r.try_get("on_hand")?,
+                committed: r.try_get("committed")?,
+                unpooled: r.try_get("unpooled")?,
+            })
+        })
+        .collect()
+}
+
 /// Takes and deletes unit rows for every want: one locking SELECT for the
 /// whole cart, then one DELETE naming the rows it locked.
 async fn take(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want], waiting: bool) -> sqlx::Result<Vec<Taken>> {
@@ -314,23 +348,20 @@ impl Dialect for My {
         shop: &ShopId,
         spec: &[(ItemId, Option<LocationId>)],
     ) -> sqlx::Result<Vec<Ledger>> {
-        if spec.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut sql = String::new();
-        let query = ranges_query(q!("lock_ledgers"), shop, spec, &mut sql);
-        let rows = query.fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Ledger {
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    on_hand: r.try_get("on_hand")?,
-                    committed: r.try_get("committed")?,
-                    unpooled: r.try_get("unpooled")?,
-                })
-            })
-            .collect()
+        ledgers(c, shop, spec, None).await
+    }
+
+    async fn lock_ledgers_skip(
+        c: &mut MySqlConnection,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> sqlx::Result<Vec<Ledger>> {
+        ledgers(c, shop, spec, Some("FOR UPDATE SKIP LOCKED")).await
+    }
+
+    async fn await_ledgers(pool: &MySqlPool, shop: &ShopId, spec: &[(ItemId, Option<LocationId>)]) -> sqlx::Result<()> {
+        // Autocommit: the shared lock goes back when the statement ends.
+        ledgers(pool, shop, spec, Some("LOCK IN SHARE MODE")).await.map(|_| ())
     }
 
     async fn available(

@@ -70,6 +70,42 @@ static TAKE_UNITS_WAITING: LazyLock<String> = LazyLock::new(|| {
     sql.replacen("\n        FOR UPDATE SKIP LOCKED\n", "\n        FOR UPDATE\n", 1)
 });
 
+/// `lock_ledgers.sql` ending in another locking clause.
+fn lock_ledgers_with(clause: &str) -> String {
+    let sql = raw!("lock_ledgers").trim_end();
+    let base = sql.strip_suffix("FOR UPDATE").expect("lock_ledgers.sql ends with FOR UPDATE");
+    format!("{base}{clause}")
+}
+
+/// Skips ledger rows a refill holds (`Dialect::lock_ledgers_skip`).
+static LOCK_LEDGERS_SKIP: LazyLock<String> = LazyLock::new(|| lock_ledgers_with("FOR UPDATE SKIP LOCKED"));
+/// Waits for them with the weakest lock, which an autocommit statement gives
+/// back at once (`Dialect::await_ledgers`).
+static AWAIT_LEDGERS: LazyLock<String> = LazyLock::new(|| lock_ledgers_with("FOR KEY SHARE"));
+
+async fn ledgers<'e, E: sqlx::PgExecutor<'e>>(
+    c: E,
+    shop: &ShopId,
+    spec: &[(ItemId, Option<LocationId>)],
+    sql: &'static str,
+) -> sqlx::Result<Vec<Ledger>> {
+    let items: Vec<String> = spec.iter().map(|(i, _)| text(i)).collect();
+    let locs: Vec<Option<String>> = spec.iter().map(|(_, l)| l.as_ref().map(text)).collect();
+    let sql = crate::tag::sql(sql);
+    let rows = sqlx::query(&sql).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
+    rows.iter()
+        .map(|r| {
+            Ok(Ledger {
+                item: name(r, "item_id")?,
+                location: name(r, "location_id")?,
+                on_hand: r.try_get("on_hand")?,
+                committed: r.try_get("committed")?,
+                unpooled: r.try_get("unpooled")?,
+            })
+        })
+        .collect()
+}
+
 async fn take(c: &mut PgConnection, shop: &ShopId, wants: &[Want], sql: &'static str) -> sqlx::Result<Vec<Taken>> {
     let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
     let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
@@ -159,20 +195,19 @@ impl Dialect for Pg {
         shop: &ShopId,
         spec: &[(ItemId, Option<LocationId>)],
     ) -> sqlx::Result<Vec<Ledger>> {
-        let items: Vec<String> = spec.iter().map(|(i, _)| text(i)).collect();
-        let locs: Vec<Option<String>> = spec.iter().map(|(_, l)| l.as_ref().map(text)).collect();
-        let rows = sqlx::query(q!("lock_ledgers")).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Ledger {
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    on_hand: r.try_get("on_hand")?,
-                    committed: r.try_get("committed")?,
-                    unpooled: r.try_get("unpooled")?,
-                })
-            })
-            .collect()
+        ledgers(c, shop, spec, raw!("lock_ledgers")).await
+    }
+
+    async fn lock_ledgers_skip(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        spec: &[(ItemId, Option<LocationId>)],
+    ) -> sqlx::Result<Vec<Ledger>> {
+        ledgers(c, shop, spec, &LOCK_LEDGERS_SKIP).await
+    }
+
+    async fn await_ledgers(pool: &PgPool, shop: &ShopId, spec: &[(ItemId, Option<LocationId>)]) -> sqlx::Result<()> {
+        ledgers(pool, shop, spec, &AWAIT_LEDGERS).await.map(|_| ())
     }
 
     async fn available(
