@@ -39,7 +39,7 @@ pub fn router(state: AppState) -> Router {
     let timeout = state.settings.request_timeout();
     let body_limit = state.settings.body_limit_bytes;
     let shop = "/v1/shops/{shop}";
-    Router::new()
+    let v1 = Router::new()
         .route(&format!("{shop}/reservations"), post(reservations::create))
         .route(&format!("{shop}/reservations/{{id}}"), get(reservations::get))
         .route(&format!("{shop}/reservations/{{id}}/claim"), post(reservations::claim))
@@ -49,7 +49,14 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{shop}/items/{{item}}/locations/{{location}}"), put(stock::set))
         .route(&format!("{shop}/items/{{item}}/locations/{{location}}/adjust"), post(stock::adjust))
         .route(&format!("{shop}/items/{{item}}/locations/{{location}}/fulfil"), post(stock::fulfil))
+        // Only matched /v1 routes: an unknown route stays a 404 whatever the header.
+        .route_layer(middleware::from_fn(conn_tag));
+    Router::new()
+        .merge(v1)
         .route("/admin/audit", get(admin::audit))
+        .route("/admin/connections", get(admin::connections))
+        .route("/admin/modes", get(admin::modes).put(admin::set_mode))
+        .route("/admin/kill-switch", get(admin::kill_switch).post(admin::set_kill_switch))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(crate::metrics::render))
@@ -103,6 +110,26 @@ impl MakeRequestId for MakeId {
     fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         HeaderValue::from_str(&format!("{:08x}-{n:x}", self.prefix)).ok().map(RequestId::new)
+    }
+}
+
+static CONN_TAG: HeaderName = HeaderName::from_static("x-conn-tag");
+
+/// `X-Conn-Tag` (SPEC §8): the caller names its business process and every
+/// statement the request sends carries `/* conn_tag:<tag> */ /* op:<op> */`.
+/// Checked before anything else runs (authentication included), so a bad tag
+/// is `400 invalid_conn_tag` and sends nothing to the database.
+async fn conn_tag(req: Request, next: Next) -> Response {
+    let Some(raw) = req.headers().get(&CONN_TAG) else {
+        return next.run(req).await;
+    };
+    let tag = raw.to_str().ok().and_then(|s| holdfast_core::ConnTag::new(s).ok());
+    match tag {
+        Some(tag) => holdfast_sql::with_conn_tag(tag, next.run(req)).await,
+        None => {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_conn_tag", "X-Conn-Tag must be 1 to 64 of a-z, 0-9 and _")
+                .into_response()
+        }
     }
 }
 
@@ -168,8 +195,26 @@ impl Application {
             settings.insecure_no_auth,
             Duration::from_millis(settings.auth_cache_ms),
         );
+        let migration = match &settings.redis_url {
+            Some(redis_url) => {
+                let mut redis = holdfast_redis::RedisOptions::new(redis_url);
+                redis.prefix = settings.redis_prefix.clone();
+                let m = holdfast_redis::Migration::build(
+                    db.store.clone(),
+                    &url,
+                    redis,
+                    holdfast_redis::ShadowConfig::default(),
+                )
+                .await
+                .context("setting up the Redis migration modes")?;
+                Some(m)
+            }
+            None => None,
+        };
+        let store = migration.as_ref().map(|m| m.store()).unwrap_or_else(|| db.store.clone());
         let state = AppState {
-            store: db.store.clone(),
+            store,
+            migration,
             db,
             auth: Arc::new(auth),
             metrics: crate::metrics::handle(),

@@ -1,4 +1,4 @@
-//! The bodies of `holdfast serve` and `holdfast token …`. The binary's
+//! The bodies of `holdfast serve`, `holdfast token …` and `holdfast conn-report`. The binary's
 //! `main.rs` only parses and calls these; flags and their `HOLDFAST_…`
 //! variables live here, next to the settings they set.
 
@@ -50,6 +50,13 @@ pub struct ServeArgs {
     /// Do not run migrations at start-up.
     #[arg(long, env = "HOLDFAST_NO_MIGRATE")]
     pub no_migrate: bool,
+    /// Redis of the legacy counter model: serve every shop in its migration
+    /// mode and enable /admin/modes and /admin/kill-switch.
+    #[arg(long, env = "HOLDFAST_REDIS_URL", value_name = "URL")]
+    pub redis_url: Option<String>,
+    /// Prefix of every Redis key [default: hf:].
+    #[arg(long, env = "HOLDFAST_REDIS_PREFIX", value_name = "PREFIX")]
+    pub redis_prefix: Option<String>,
 }
 
 /// The global database flags of the CLI (`--database-url`, `--max-connections`,
@@ -78,6 +85,12 @@ impl ServeArgs {
         }
         overlay!(listen, log_format, sweep_interval_ms, sweep_batch, request_timeout_ms, acquire_timeout_ms);
         overlay!(body_limit_bytes, auth_cache_ms);
+        if self.redis_url.is_some() {
+            s.redis_url = self.redis_url.clone();
+        }
+        if let Some(p) = &self.redis_prefix {
+            s.redis_prefix = p.clone();
+        }
         s.insecure_no_auth |= self.insecure_no_auth;
         if self.no_migrate {
             s.migrate = false;
@@ -111,6 +124,96 @@ pub async fn serve(args: ServeArgs, db: DbFlags) -> ExitCode {
             ExitCode::from(5)
         }
     }
+}
+
+/// Flags of `holdfast conn-report`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConnReportArgs {
+    /// The running service, e.g. http://127.0.0.1:7878.
+    #[arg(long, env = "HOLDFAST_URL", value_name = "URL")]
+    pub url: String,
+    /// An admin token.
+    #[arg(long, env = "HOLDFAST_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the JSON of /admin/connections instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `holdfast conn-report`: who held the service's database connections, and
+/// for how long, from `GET /admin/connections`.
+pub async fn conn_report(args: ConnReportArgs) -> ExitCode {
+    match fetch_connections(&args).await {
+        Ok(body) => {
+            if args.json {
+                println!("{body}");
+            } else {
+                print!("{}", conn_table(&body));
+            }
+            ExitCode::SUCCESS
+        }
+        Err((code, e)) => {
+            if args.json {
+                println!("{}", json!({ "error": code, "message": format!("{e:#}") }));
+            } else {
+                eprintln!("error[{code}]: {e:#}");
+            }
+            ExitCode::from(if code == "unavailable" { 5 } else { 3 })
+        }
+    }
+}
+
+async fn fetch_connections(args: &ConnReportArgs) -> Result<serde_json::Value, (String, anyhow::Error)> {
+    let url = format!("{}/admin/connections", args.url.trim_end_matches('/'));
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| ("internal".to_string(), e.into()))?;
+    let mut req = client.get(&url);
+    if let Some(t) = &args.token {
+        req = req.bearer_auth(t);
+    }
+    let res = req.send().await.map_err(|e| ("unavailable".to_string(), anyhow::Error::new(e).context(url.clone())))?;
+    let status = res.status();
+    let body: serde_json::Value = res
+        .json()
+        .await
+        .map_err(|e| ("unavailable".to_string(), anyhow::Error::new(e).context("reading the answer")))?;
+    if !status.is_success() {
+        let code = body["error"].as_str().unwrap_or("http_error").to_string();
+        let msg = body["message"].as_str().unwrap_or("").to_string();
+        return Err((code, anyhow::anyhow!("{url} answered {status}: {msg}")));
+    }
+    Ok(body)
+}
+
+/// The report as a table, longest total hold time first.
+pub fn conn_table(body: &serde_json::Value) -> String {
+    use std::fmt::Write;
+    let mut rows: Vec<&serde_json::Value> = body["tags"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(0.0);
+    rows.sort_by(|a, b| f(b, "hold_seconds_total").total_cmp(&f(a, "hold_seconds_total")));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<32} {:>10} {:>12} {:>11} {:>11} {:>9} {:>9}",
+        "TAG", "CHECKOUTS", "TRANSACTIONS", "STATEMENTS", "TOTAL S", "MEAN MS", "MAX MS"
+    );
+    for r in rows {
+        let n = |k: &str| r[k].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{:<32} {:>10} {:>12} {:>11} {:>11.3} {:>9.2} {:>9.2}",
+            r["tag"].as_str().unwrap_or("?"),
+            n("checkouts"),
+            n("transactions"),
+            n("statements"),
+            f(r, "hold_seconds_total"),
+            f(r, "hold_seconds_mean") * 1000.0,
+            f(r, "hold_seconds_max") * 1000.0,
+        );
+    }
+    out
 }
 
 #[derive(Debug, Clone, clap::Subcommand)]

@@ -25,10 +25,15 @@ use crate::{api, error, routes};
         routes::stock::fulfil,
         routes::stock::levels,
         routes::admin::audit,
+        routes::admin::connections,
+        routes::admin::modes,
+        routes::admin::set_mode,
+        routes::admin::kill_switch,
+        routes::admin::set_kill_switch,
         routes::health::healthz,
         routes::health::readyz,
     ),
-    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody)),
+    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody, routes::admin::ConnectionsBody, routes::admin::TagReportBody, routes::admin::KillSwitchBody)),
     modifiers(&Bearer)
 )]
 #[derive(Debug)]

@@ -51,6 +51,13 @@ pub struct Settings {
     /// Run migrations at start-up (idempotent, serialised between replicas).
     pub migrate: bool,
     pub log_format: LogFormat,
+    /// Redis of the legacy counter model (SPEC §7). When set, every shop is
+    /// served in its mode (`redis`, `shadow`, `sql-primary`, `sql`) and
+    /// `/admin/modes` and `/admin/kill-switch` are available.
+    pub redis_url: Option<String>,
+    /// Prepended to every Redis key, so several deployments (or tests) can
+    /// share one Redis.
+    pub redis_prefix: String,
 }
 
 impl Default for Settings {
@@ -70,6 +77,8 @@ impl Default for Settings {
             insecure_no_auth: false,
             migrate: true,
             log_format: LogFormat::Text,
+            redis_url: None,
+            redis_prefix: "hf:".into(),
         }
     }
 }

@@ -16,4 +16,6 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
     pub metrics: PrometheusHandle,
     pub settings: Arc<Settings>,
+    /// Present when serving with `--redis-url`: `store` is then its router.
+    pub migration: Option<holdfast_redis::Migration>,
 }

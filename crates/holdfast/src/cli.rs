@@ -65,6 +65,9 @@ pub enum Command {
     /// Measure: flash sales against holdfast and its baselines.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Who holds a running service's database connections, per conn tag
+    /// (GET /admin/connections; needs an admin token).
+    ConnReport(holdfast_server::cli::ConnReportArgs),
     /// Migration from Redis: modes per shop, rollout, kill switch, reconcile.
     Mode(holdfast_redis::cli::ModeArgs),
 }

@@ -146,6 +146,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Demo(a) => return demo(&db, a).await,
         Command::Serve(a) => return Ok(holdfast_server::cli::serve(a, db_flags(&db)).await),
         Command::Token(cmd) => return Ok(holdfast_server::cli::token(cmd, db_flags(&db)).await),
+        Command::ConnReport(a) => return Ok(holdfast_server::cli::conn_report(a).await),
         Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
         Command::Mode(a) => {

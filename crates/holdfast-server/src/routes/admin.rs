@@ -1,16 +1,20 @@
-//! `/admin/…`: admin tokens only. The audit of the accounting invariant;
-//! modes, the kill switch and connection reports come with later issues.
+//! `/admin/…`: admin tokens only. The audit of the accounting invariant, the
+//! connection report (SPEC §8), and the Redis migration's modes and kill
+//! switch (SPEC §7; only when serving with `--redis-url`).
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use holdfast_core::ShopId;
-use serde::Deserialize;
-use utoipa::IntoParams;
+use holdfast_redis::{AdminModes, Migration, ModeChange, ModesView};
+use holdfast_sql::TagReport;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
+use super::{Body, body};
 use crate::api::AuditBody;
 use crate::auth::Admin;
-use crate::error::{ApiResult, ErrorBody};
+use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -35,4 +39,130 @@ pub async fn audit(
     let shop = q?.0.shop.map(ShopId::new).transpose()?;
     let report = state.store.audit(shop.as_ref()).await?;
     Ok(Json(AuditBody { ok: report.ok(), checked: report.checked, breaches: report.breaches, orphans: report.orphans }))
+}
+
+/// `GET /admin/connections`: per-tag connection use since the process started.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectionsBody {
+    /// Sorted by total hold time, longest first.
+    #[schema(value_type = Vec<TagReportBody>)]
+    pub tags: Vec<TagReport>,
+}
+
+/// One tag's row of the connection report (schema of `holdfast_sql::TagReport`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TagReportBody {
+    /// The caller's `X-Conn-Tag`, or holdfast's operation (`reserve`, `expire`, …).
+    pub tag: String,
+    /// Connections handed out (one per transaction or standalone read).
+    pub checkouts: u64,
+    pub transactions: u64,
+    pub statements: u64,
+    /// Seconds connections were held, checkout to return.
+    pub hold_seconds_total: f64,
+    pub hold_seconds_max: f64,
+    pub hold_seconds_mean: f64,
+}
+
+/// Who held database connections, and for how long, per conn tag (SPEC §8).
+#[utoipa::path(
+    get, path = "/admin/connections", tag = "admin",
+    responses((status = 200, body = ConnectionsBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+pub async fn connections(_admin: Admin) -> Json<ConnectionsBody> {
+    Json(ConnectionsBody { tags: holdfast_sql::connection_report() })
+}
+
+fn migration(state: &AppState) -> ApiResult<&Migration> {
+    state.migration.as_ref().ok_or_else(|| {
+        ApiError::not_found("this server runs without --redis-url: there are no modes and no kill switch")
+    })
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ModesQuery {
+    /// Comma-separated shop ids whose mode in force to show.
+    pub shops: Option<String>,
+}
+
+/// The mode rules (shop pins, rollout percentages, kill switch), the mode of
+/// the shops asked for, and the shadow counters. Needs `--redis-url`.
+#[utoipa::path(
+    get, path = "/admin/modes", tag = "admin",
+    params(ModesQuery),
+    responses(
+        (status = 200, description = "rules, resolved modes, shadow counters", body = Object),
+        (status = 404, description = "serving without --redis-url", body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn modes(
+    State(state): State<AppState>,
+    _admin: Admin,
+    q: Result<Query<ModesQuery>, QueryRejection>,
+) -> ApiResult<Json<AdminModes>> {
+    let shops = match q?.0.shops {
+        Some(list) => list.split(',').filter(|s| !s.is_empty()).map(ShopId::new).collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    Ok(Json(migration(&state)?.admin_view(&shops)))
+}
+
+/// One change to the rules: `{"shop": "s1", "mode": "sql-primary"}` (`null`
+/// removes the pin) or `{"rollout": "sql", "percent": 10}`. Needs `--redis-url`.
+#[utoipa::path(
+    put, path = "/admin/modes", tag = "admin",
+    request_body = Object,
+    responses(
+        (status = 200, description = "the rules now in force", body = Object),
+        (status = 404, description = "serving without --redis-url", body = ErrorBody),
+        (status = 422, body = ErrorBody),
+    ),
+    security(("bearer" = []))
+)]
+pub async fn set_mode(
+    State(state): State<AppState>,
+    _admin: Admin,
+    change: Body<ModeChange>,
+) -> ApiResult<Json<ModesView>> {
+    let m = migration(&state)?;
+    let change = body(change)?;
+    Ok(Json(m.control.apply(&change).await?))
+}
+
+/// `{"engaged": bool}`, the body and answer of the kill-switch routes.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillSwitchBody {
+    pub engaged: bool,
+}
+
+/// Whether the kill switch is engaged. Needs `--redis-url`.
+#[utoipa::path(
+    get, path = "/admin/kill-switch", tag = "admin",
+    responses((status = 200, body = KillSwitchBody), (status = 404, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+pub async fn kill_switch(State(state): State<AppState>, _admin: Admin) -> ApiResult<Json<KillSwitchBody>> {
+    Ok(Json(KillSwitchBody { engaged: migration(&state)?.control.kill_switch().engaged }))
+}
+
+/// Engaged: every `sql-primary` shop goes back to Redis at once (stored in
+/// the database; every process follows within a second). Needs `--redis-url`.
+#[utoipa::path(
+    post, path = "/admin/kill-switch", tag = "admin",
+    request_body = KillSwitchBody,
+    responses((status = 200, body = KillSwitchBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
+    security(("bearer" = []))
+)]
+pub async fn set_kill_switch(
+    State(state): State<AppState>,
+    _admin: Admin,
+    b: Body<KillSwitchBody>,
+) -> ApiResult<Json<KillSwitchBody>> {
+    let m = migration(&state)?;
+    let engaged = body(b)?.engaged;
+    Ok(Json(KillSwitchBody { engaged: m.control.set_kill_switch(engaged).await?.engaged }))
 }

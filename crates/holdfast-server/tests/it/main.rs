@@ -9,9 +9,11 @@ mod support;
 
 mod app;
 mod auth;
+mod conntag;
 mod fuzz;
 mod lifecycle;
 mod load;
+mod modes;
 mod shutdown;
 
 /// One test per backend for each listed test function.
@@ -36,6 +38,10 @@ macro_rules! suite {
             auth::missing_wrong_and_revoked_tokens_are_refused,
             fuzz::generated_bodies_never_5xx_and_4xx_change_nothing,
             shutdown::graceful_shutdown_finishes_the_request_in_flight,
+            conntag::a_callers_tag_shows_in_the_connection_report,
+            conntag::hostile_conn_tags_are_refused_and_change_nothing,
+            modes::sql_primary_shop_keeps_reserving_across_the_kill_switch,
+            modes::mode_routes_answer_404_without_redis,
         );
     };
 }

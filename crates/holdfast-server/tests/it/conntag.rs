@@ -1,0 +1,87 @@
+//! `X-Conn-Tag` over HTTP and `/admin/connections` (SPEC §8).
+
+use holdfast_core::Backend;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::app::{TestApp, no_tweak, stock, with_app};
+
+async fn reserve_tagged(app: &TestApp, tag: &[u8], key: &str) -> (StatusCode, Value) {
+    let res = app
+        .client
+        .post(format!("{}/v1/shops/s1/reservations", app.base))
+        .bearer_auth(&app.s1)
+        .header("x-conn-tag", reqwest::header::HeaderValue::from_bytes(tag).unwrap())
+        .json(&json!({ "key": key, "lines": [{ "item": "sku-1", "quantity": 1 }] }))
+        .send()
+        .await
+        .expect("request sent");
+    let status = res.status();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+fn row<'a>(report: &'a Value, tag: &str) -> Option<&'a Value> {
+    report["tags"].as_array()?.iter().find(|r| r["tag"] == tag)
+}
+
+pub async fn a_callers_tag_shows_in_the_connection_report(b: Backend) {
+    with_app(b, no_tweak, |app| async move {
+        stock(&app, &app.s1.clone(), "s1", "sku-1", "wh", 10).await;
+        let (status, held) = reserve_tagged(&app, b"checkout_completion", "k1").await;
+        assert_eq!(status, StatusCode::CREATED, "{held}");
+
+        let (status, report) = app.get("/admin/connections", &app.admin).await;
+        assert_eq!(status, StatusCode::OK, "{report}");
+        let r = row(&report, "checkout_completion").expect("the caller's tag is reported");
+        assert!(r["checkouts"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["statements"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["hold_seconds_total"].as_f64().unwrap() > 0.0, "{r}");
+        // Sorted by total hold time, longest first.
+        let totals: Vec<f64> =
+            report["tags"].as_array().unwrap().iter().map(|r| r["hold_seconds_total"].as_f64().unwrap()).collect();
+        assert!(totals.windows(2).all(|w| w[0] >= w[1]), "{totals:?}");
+
+        // The CLI's table shows the same rows.
+        let table = holdfast_server::cli::conn_table(&report);
+        assert!(table.lines().next().unwrap().starts_with("TAG"));
+        assert!(table.contains("checkout_completion"), "{table}");
+
+        // Admin only.
+        let (status, _) = app.get("/admin/connections", &app.s1).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        app.stop().await;
+    })
+    .await;
+}
+
+pub async fn hostile_conn_tags_are_refused_and_change_nothing(b: Backend) {
+    with_app(b, no_tweak, |app| async move {
+        stock(&app, &app.s1.clone(), "s1", "sku-1", "wh", 10).await;
+        let hostile: [&[u8]; 8] = [b"x*/", b"a b", "é".as_bytes(), b"it's", b"\"quoted\"", b"", b"UPPER", &[b'a'; 65]];
+        for (n, tag) in hostile.iter().enumerate() {
+            let (status, err) = reserve_tagged(&app, tag, &format!("hostile-{n}")).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{:?}: {err}", String::from_utf8_lossy(tag));
+            assert_eq!(err["error"], "invalid_conn_tag", "{err}");
+        }
+        // Nothing was held.
+        let (status, levels) = app.get("/v1/shops/s1/items/sku-1", &app.s1).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(levels["locations"][0]["available"], 10, "{levels}");
+        // No key of a refused request exists: a well-tagged replay creates it.
+        let (status, _) = reserve_tagged(&app, b"checkout_completion", "hostile-0").await;
+        assert_eq!(status, StatusCode::CREATED);
+        let (_, report) = app.get("/admin/connections", &app.admin).await;
+        for r in report["tags"].as_array().unwrap() {
+            let tag = r["tag"].as_str().unwrap();
+            assert!(
+                !tag.is_empty()
+                    && tag.len() <= 64
+                    && tag.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'),
+                "{tag:?}"
+            );
+        }
+        app.db.assert_audit_clean().await;
+        app.stop().await;
+    })
+    .await;
+}
