@@ -46,9 +46,14 @@ pub async fn a_callers_tag_shows_in_the_connection_report(b: Backend) {
         assert!(table.lines().next().unwrap().starts_with("TAG"));
         assert!(table.contains("checkout_completion"), "{table}");
 
-        // Admin only.
+        // Admin only, and documented.
         let (status, _) = app.get("/admin/connections", &app.s1).await;
         assert_eq!(status, StatusCode::FORBIDDEN);
+        let (status, doc) = app.call(reqwest::Method::GET, "/openapi.json", None, None).await;
+        assert_eq!(status, StatusCode::OK);
+        for path in ["/admin/connections", "/admin/modes", "/admin/kill-switch"] {
+            assert!(doc["paths"][path].is_object(), "{path} missing from the OpenAPI document");
+        }
         app.stop().await;
     })
     .await;
