@@ -90,3 +90,48 @@ pub async fn hostile_conn_tags_are_refused_and_change_nothing(b: Backend) {
     })
     .await;
 }
+
+/// PostgreSQL's own statement log: a request with `X-Conn-Tag` sends
+/// statements that start with the caller's tag, and requests with hostile
+/// tags send nothing at all (their idempotency keys never reach the server).
+pub async fn postgres_log_shows_http_caller_tags_and_no_hostile_request() {
+    use sqlx::Connection;
+    crate::support::with_db(Backend::Postgres, holdfast_sql::StoreConfig::default(), |db| async move {
+        let name = db.url.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
+        let mut admin = sqlx::PgConnection::connect(&crate::support::server_url(Backend::Postgres)).await.unwrap();
+        sqlx::query(&format!("ALTER DATABASE {name} SET log_statement = 'all'")).execute(&mut admin).await.unwrap();
+        let log = std::env::var("HOLDFAST_TEST_POSTGRES_LOG").map(std::path::PathBuf::from).unwrap_or_else(|_| {
+            std::fs::read_dir("/var/log/postgresql")
+                .expect("cannot read /var/log/postgresql: set HOLDFAST_TEST_POSTGRES_LOG")
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+                .expect("no PostgreSQL log file; set HOLDFAST_TEST_POSTGRES_LOG")
+        });
+        let from = std::fs::metadata(&log).unwrap().len() as usize;
+        let app = TestApp::start(db.clone(), crate::app::test_settings(&db)).await;
+        stock(&app, &app.s1.clone(), "s1", "sku-1", "wh", 10).await;
+        for (n, tag) in [&b"x*/"[..], b"a b", "é".as_bytes(), b"q'uote", b"d\"q"].iter().enumerate() {
+            let (status, _) = reserve_tagged(&app, tag, &format!("hostile-key-{n}")).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST);
+        }
+        let (status, _) = reserve_tagged(&app, b"checkout_completion", "friendly-key").await;
+        assert_eq!(status, StatusCode::CREATED);
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await; // the logger writes asynchronously
+        let text = std::fs::read(&log).unwrap();
+        let text = String::from_utf8_lossy(&text[from..]);
+        let mine: Vec<&str> = text.lines().filter(|l| l.contains(&format!("@{name} "))).collect();
+        assert!(
+            mine.iter().any(|l| l.contains("/* conn_tag:checkout_completion */ /* op:reserve */")),
+            "no statement with the caller's tag in {} lines",
+            mine.len()
+        );
+        assert!(!text.contains("hostile-key"), "a refused request reached the database");
+        for bad in ["x*/", "a b */", "é", "q'uote", "d\"q */"] {
+            assert!(!mine.iter().any(|l| l.contains(&format!("conn_tag:{bad}"))), "{bad:?} reached the SQL text");
+        }
+        app.stop().await;
+    })
+    .await;
+}

@@ -48,6 +48,11 @@ macro_rules! suite {
 
 mod postgres {
     suite!(Postgres);
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn postgres_log_shows_http_caller_tags_and_no_hostile_request() {
+        crate::conntag::postgres_log_shows_http_caller_tags_and_no_hostile_request().await
+    }
 }
 
 mod mysql {
