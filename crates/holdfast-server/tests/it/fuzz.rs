@@ -125,11 +125,13 @@ fn body_for(rng: &mut StdRng, route: &str) -> Value {
                 }
             }
             5 => {
+                // Earlier mutations may have left lines that are not objects;
+                // `line[field] = …` would panic on those, so insert through the map.
                 if let Some(lines) = v.get_mut("lines").and_then(Value::as_array_mut)
-                    && let Some(line) = lines.choose_mut(rng)
+                    && let Some(line) = lines.choose_mut(rng).and_then(Value::as_object_mut)
                 {
                     let field = pick(rng, &["item", "quantity", "locations", "warehouse"]).to_string();
-                    line[field] = if rng.gen_bool(0.5) { weird_number(rng) } else { any_value(rng, 2) };
+                    line.insert(field, if rng.gen_bool(0.5) { weird_number(rng) } else { any_value(rng, 2) });
                 }
             }
             6 => {
@@ -148,9 +150,12 @@ fn body_for(rng: &mut StdRng, route: &str) -> Value {
             }
             _ => {
                 if let Some(lines) = v.get_mut("lines").and_then(Value::as_array_mut)
-                    && let Some(line) = lines.first_mut()
+                    && let Some(line) = lines.first_mut().and_then(Value::as_object_mut)
                 {
-                    line["locations"] = json!(pick(rng, &[&json!([]), &json!(["wh", "wh"]), &json!(["a b"])]));
+                    line.insert(
+                        "locations".into(),
+                        json!(pick(rng, &[&json!([]), &json!(["wh", "wh"]), &json!(["a b"])])),
+                    );
                 }
             }
         }
@@ -174,6 +179,9 @@ pub async fn generated_bodies_never_5xx_and_4xx_change_nothing(b: Backend) {
     with_app(b, no_tweak, |app| async move {
         let seed: u64 =
             std::env::var("HOLDFAST_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+        // Printed first, so that any failure (even a panic in the generator)
+        // comes with the seed that reproduces it.
+        eprintln!("fuzz {}: HOLDFAST_FUZZ_SEED={seed}", app.db.backend.name());
         let mut rng = StdRng::seed_from_u64(seed);
         for (shop, token) in [("s1", &app.s1), ("s2", &app.s2)] {
             for item in ["a", "b"] {
