@@ -34,8 +34,22 @@ async fn flash_sale(router: Arc<ModeRouter>, s: &'static str, buyers: usize, tri
 /// The same sale served by several processes (routers), buyer b on router
 /// b mod n.
 async fn flash_sale_on(routers: Vec<Arc<ModeRouter>>, s: &'static str, buyers: usize, tries: usize) -> Arc<Tally> {
-    let router = routers[0].clone();
     let tally = Arc::new(Tally::default());
+    paced_sale(routers, s, buyers, tries, Duration::ZERO, tally.clone()).await;
+    tally
+}
+
+/// The sale itself, counted into `tally` (which the caller may watch while
+/// it runs); each buyer pauses `pause` between checkouts.
+async fn paced_sale(
+    routers: Vec<Arc<ModeRouter>>,
+    s: &'static str,
+    buyers: usize,
+    tries: usize,
+    pause: Duration,
+    tally: Arc<Tally>,
+) {
+    let router = routers[0].clone();
     let started = Instant::now();
     let tasks: Vec<_> = (0..buyers)
         .map(|b| {
@@ -43,6 +57,7 @@ async fn flash_sale_on(routers: Vec<Arc<ModeRouter>>, s: &'static str, buyers: u
             tokio::spawn(async move {
                 for t in 0..tries {
                     checkout(&*router, s, &format!("b{b}-{t}"), &tally, started).await;
+                    tokio::time::sleep(pause).await;
                 }
             })
         })
@@ -59,7 +74,6 @@ async fn flash_sale_on(routers: Vec<Arc<ModeRouter>>, s: &'static str, buyers: u
             break;
         }
     }
-    tally
 }
 
 async fn checkout(store: &dyn Store, s: &str, key: &str, tally: &Tally, started: Instant) {
@@ -214,13 +228,21 @@ async fn kill_switch_during_a_flash_sale_loses_no_request_and_no_unit() {
         stock(&*w.router, "big", "hot", "wh", 400).await;
         let (other, _) = w.second_process().await;
         let started = Instant::now();
+        let tally = Arc::new(Tally::default());
+        // Flip by progress, not by the clock: after 100 SQL holds, whatever
+        // the machine's speed. Buyers pause 100 ms between checkouts, so
+        // the ~500 holds of the sale take seconds and the router (which
+        // follows within a second) still has sales left for Redis.
+        let watched = tally.clone();
         let flip = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(700)).await;
+            while watched.sql_holds.load(Ordering::Relaxed) < 100 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             let at = started.elapsed();
             other.set_kill_switch(true).await.unwrap();
             at
         });
-        let tally = flash_sale(w.router.clone(), "big", 24, 40).await;
+        paced_sale(vec![w.router.clone()], "big", 24, 40, Duration::from_millis(100), tally.clone()).await;
         let flipped_at = flip.await.unwrap();
         w.router.drain_shadow().await;
         let last_sql = Duration::from_micros(tally.last_sql_hold_us.load(Ordering::Relaxed));
