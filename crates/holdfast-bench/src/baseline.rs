@@ -354,7 +354,7 @@ impl Target for Baseline {
                     .await
                     .map_err(db_err)?,
             };
-            return Ok(Books { committed: 0, reserved: n, available: stock - n, audit_ok: n <= stock });
+            return Ok(Books { committed: 0, reserved: n, available: stock - n, audit_ok: Some(n <= stock) });
         }
         let (available, committed, reserved): (i64, i64, i64) = match &self.pool {
             Pool::Pg(p) => {
@@ -385,10 +385,10 @@ impl Target for Baseline {
                 (r.get("available"), r.get("committed"), r.get("reserved"))
             }
         };
-        Ok(Books { committed, reserved, available, audit_ok: available + committed + reserved == stock })
+        Ok(Books { committed, reserved, available, audit_ok: Some(available + committed + reserved == stock) })
     }
 
-    fn stats(&self) -> TargetStats {
+    async fn stats(&self) -> TargetStats {
         TargetStats { retries: self.retries.load(Ordering::Relaxed), deadlocks: self.deadlocks.load(Ordering::Relaxed) }
     }
 }

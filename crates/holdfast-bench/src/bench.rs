@@ -1,17 +1,20 @@
 //! `holdfast bench flash-sale`: one flash sale against one backend — holdfast
-//! on SQLite, PostgreSQL or MySQL, or a baseline — optionally through the
-//! latency proxy, reported with the figures of SPEC §11.
+//! on SQLite, PostgreSQL or MySQL, the legacy Redis store, or a baseline —
+//! optionally through the latency proxy, or against a running `holdfast
+//! serve` over HTTP; reported with the figures of SPEC §11.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use holdfast_core::{Error, Invalid, ShopId, Ttl};
+use holdfast_redis::{ControlDb, RedisOptions, RedisStore};
 use holdfast_sql::{ConnectOptions, StoreConfig};
 use serde::Serialize;
 use sqlx::Connection;
 
 use crate::baseline::{Baseline, Kind};
 use crate::flash_sale::{self, FlashSale, FlashSaleReport};
+use crate::http::{HttpOptions, HttpTarget};
 use crate::proxy::{LatencyProxy, upstream_of};
 use crate::target::{StoreTarget, Target};
 
@@ -29,6 +32,9 @@ pub enum BenchBackend {
     Counter,
     /// One durable INSERT per request (PostgreSQL or MySQL, by URL).
     Ceiling,
+    /// The legacy Redis counter store (holdfast-redis), its SQL ledger on
+    /// the database URL (default: a throw-away SQLite file).
+    Redis,
 }
 
 impl BenchBackend {
@@ -39,6 +45,7 @@ impl BenchBackend {
             Self::Mysql => "mysql",
             Self::Counter => "counter",
             Self::Ceiling => "ceiling",
+            Self::Redis => "redis",
         }
     }
 }
@@ -54,21 +61,36 @@ pub struct BenchOptions {
     pub db_latency_ms: f64,
     pub pool_cap: u32,
     pub max_connections: u32,
+    /// Redis of the `redis` backend (its keys get a prefix of the run's own).
+    pub redis_url: String,
+    /// Drive a running `holdfast serve` instead of a library target
+    /// (`backend`, `database_url` and `db_latency_ms` do not apply).
+    pub http: Option<HttpOptions>,
 }
 
 /// One run's figures, with what was run.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchReport {
+    /// sqlite, postgres, mysql, redis, counter, ceiling, or http (`--target`).
     pub backend: String,
-    /// Which database the baseline or holdfast ran on.
+    /// Which database the baseline or holdfast ran on (a URL scheme); `redis`
+    /// for the legacy store; the server's URL for `http`.
     pub database: String,
+    /// The legacy store's SQL ledger (a URL scheme); `null` for the others.
+    pub ledger: Option<String>,
     pub db_latency_ms: f64,
+    /// The run's id: its shop (library targets), idempotency-key and Redis
+    /// key prefix, and the baselines' rows.
+    pub run: String,
+    /// What the figures do and do not cover for this target.
+    pub notes: Vec<String>,
     #[serde(flatten)]
     pub sale: FlashSaleReport,
 }
 
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/holdfast_bench";
 pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/holdfast_bench";
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 /// Creates the database a server URL names, when it does not exist.
 async fn ensure_database(url: &str) -> Result<(), Error> {
@@ -110,28 +132,122 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// Checks the options before anything connects: each problem is an
+/// `invalid_request` naming the flag.
+pub fn validate(opts: &BenchOptions) -> Result<(), Invalid> {
+    let sale = &opts.sale;
+    if !(0.0..=1.0).contains(&sale.claim_ratio) {
+        return Err(Invalid::new("claim_ratio", "must be between 0 and 1"));
+    }
+    if !(0.0..=1000.0).contains(&opts.db_latency_ms) {
+        return Err(Invalid::new("db_latency", "must be between 0 and 1000 ms"));
+    }
+    if sale.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err(Invalid::new("rate", "must be a positive number of buyers per second"));
+    }
+    if sale.duration.is_some_and(|d| d.is_zero()) {
+        return Err(Invalid::new("duration", "must be more than 0 seconds"));
+    }
+    if sale.stock == 0 || sale.concurrency == 0 || sale.cart_size == 0 || sale.buyers == 0 {
+        return Err(Invalid::new("sale", "stock, buyers, concurrency and cart size must each be at least 1"));
+    }
+    if let Some(h) = &opts.http {
+        crate::http::base_url(&h.url)?;
+        if opts.db_latency_ms > 0.0 {
+            return Err(Invalid::new(
+                "db_latency",
+                "--db-latency delays the bench's own database connections; with --target the server holds them \
+                 (run the server's database behind a delay instead)",
+            ));
+        }
+    } else if opts.backend == BenchBackend::Redis
+        && !(opts.redis_url.starts_with("redis://") || opts.redis_url.starts_with("redis+unix://"))
+    {
+        return Err(Invalid::new("redis_url", format!("{:?}: expected redis://HOST:PORT", opts.redis_url)));
+    }
+    Ok(())
+}
+
 pub async fn run(opts: &BenchOptions) -> Result<BenchReport, Error> {
-    let tmp = std::env::temp_dir().join(format!("holdfast-bench-{}", std::process::id()));
+    validate(opts)?;
+    let run_id = run_id();
+    if let Some(h) = &opts.http {
+        return run_http(opts, h, &run_id).await;
+    }
+    let tmp = std::env::temp_dir().join(format!("holdfast-bench-{run_id}"));
     let url = match (&opts.database_url, opts.backend) {
         (Some(u), _) => u.clone(),
-        (None, BenchBackend::Sqlite) => {
+        (None, BenchBackend::Sqlite | BenchBackend::Redis) => {
             std::fs::create_dir_all(&tmp).map_err(|e| Error::Unavailable(format!("{}: {e}", tmp.display())))?;
             format!("sqlite://{}", tmp.join("bench.db").display())
         }
         (None, BenchBackend::Mysql) => DEFAULT_MYSQL_URL.into(),
         (None, _) => DEFAULT_POSTGRES_URL.into(),
     };
-    let result = run_on(opts, &url).await;
+    let result = run_on(opts, &url, &run_id).await;
+    if opts.backend == BenchBackend::Redis {
+        // The run's keys only (its own prefix); a failure here leaves them
+        // behind but does not change what the sale measured.
+        if let Err(e) = drop_redis_keys(&opts.redis_url, &redis_prefix(&run_id)).await
+            && result.is_ok()
+        {
+            eprintln!("warning: could not delete the run's Redis keys ({}*): {e}", redis_prefix(&run_id));
+        }
+    }
     let _ = std::fs::remove_dir_all(&tmp);
     result
 }
 
-async fn run_on(opts: &BenchOptions, url: &str) -> Result<BenchReport, Error> {
+/// The Redis key prefix of a run: its keys never meet another run's.
+pub fn redis_prefix(run_id: &str) -> String {
+    format!("hfbench:{run_id}:")
+}
+
+/// Deletes every key under `prefix` (SCAN, then UNLINK in batches).
+async fn drop_redis_keys(url: &str, prefix: &str) -> Result<u64, Error> {
+    let unavailable = |e: redis::RedisError| Error::Unavailable(format!("redis: {e}"));
+    let client = redis::Client::open(url).map_err(unavailable)?;
+    let mut c = client.get_multiplexed_async_connection().await.map_err(unavailable)?;
+    let mut cursor: u64 = 0;
+    let mut n = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{prefix}*"))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(&mut c)
+            .await
+            .map_err(unavailable)?;
+        if !keys.is_empty() {
+            n += redis::cmd("UNLINK").arg(&keys).query_async::<u64>(&mut c).await.map_err(unavailable)?;
+        }
+        if next == 0 {
+            return Ok(n);
+        }
+        cursor = next;
+    }
+}
+
+/// Starts a latency proxy to `url`'s server and answers `url` through it.
+fn through_proxy(url: &str, delay_ms: f64, proxies: &mut Vec<LatencyProxy>) -> Result<String, Error> {
+    let upstream =
+        upstream_of(url).ok_or_else(|| Invalid::new("db_latency", "the latency proxy needs a network URL"))?;
+    let proxy = LatencyProxy::start(upstream, Duration::from_secs_f64(delay_ms / 1000.0))
+        .map_err(|e| Error::Unavailable(format!("latency proxy: {e}")))?;
+    let url = proxy.rewrite(url);
+    proxies.push(proxy);
+    Ok(url)
+}
+
+async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchReport, Error> {
     let scheme_ok = match opts.backend {
         BenchBackend::Sqlite => url.starts_with("sqlite:"),
         BenchBackend::Postgres => url.starts_with("postgres"),
         BenchBackend::Mysql => url.starts_with("mysql") || url.starts_with("mariadb"),
         BenchBackend::Counter | BenchBackend::Ceiling => !url.starts_with("sqlite:"),
+        BenchBackend::Redis => true,
     };
     if !scheme_ok {
         return Err(Invalid::new(
@@ -141,23 +257,50 @@ async fn run_on(opts: &BenchOptions, url: &str) -> Result<BenchReport, Error> {
         .into());
     }
     ensure_database(url).await?;
-    // The proxy must outlive the run: it carries every connection.
-    let mut _proxy = None;
+    let scheme = url.split(':').next().unwrap_or_default().to_string();
+    // The proxies must outlive the run: they carry every connection.
+    let mut proxies = Vec::new();
     let mut url = url.to_string();
+    let mut redis_url = opts.redis_url.clone();
     if opts.db_latency_ms > 0.0 {
-        let upstream = upstream_of(&url)
-            .ok_or_else(|| Invalid::new("db_latency", "the latency proxy needs a network database URL"))?;
-        let proxy = LatencyProxy::start(upstream, Duration::from_secs_f64(opts.db_latency_ms / 1000.0))
-            .map_err(|e| Error::Unavailable(format!("latency proxy: {e}")))?;
-        url = proxy.rewrite(&url);
-        _proxy = Some(proxy);
+        let local_ledger = opts.backend == BenchBackend::Redis && upstream_of(&url).is_none();
+        if !local_ledger {
+            url = through_proxy(&url, opts.db_latency_ms, &mut proxies)?;
+        }
+        if opts.backend == BenchBackend::Redis {
+            redis_url = through_proxy(&redis_url, opts.db_latency_ms, &mut proxies)?;
+        }
     }
-    let run_id = format!("b{}x{}", std::process::id(), chrono_free_stamp());
-    let database = url.split(':').next().unwrap_or_default().to_string();
-    let target: Arc<dyn Target> = match opts.backend {
+    let mut notes = Vec::new();
+    let (target, database, ledger): (Arc<dyn Target>, String, Option<String>) = match opts.backend {
         BenchBackend::Counter | BenchBackend::Ceiling => {
             let kind = if opts.backend == BenchBackend::Counter { Kind::Counter } else { Kind::Ceiling };
-            Arc::new(Baseline::connect(kind, &url, opts.max_connections, &run_id).await?)
+            notes.push("connection hold per tag: not reported (the baselines send untagged SQL)".into());
+            (Arc::new(Baseline::connect(kind, &url, opts.max_connections, run_id).await?), scheme, None)
+        }
+        BenchBackend::Redis => {
+            // The ledger's tables (legacy_ledger) come with holdfast's migrations.
+            let mut c = ConnectOptions::new(&url);
+            c.max_connections = 2;
+            c.acquire_timeout = Duration::from_secs(60);
+            holdfast_sql::connect(&c).await?.migrate().await?;
+            let db = ControlDb::connect(&url, opts.max_connections).await?;
+            let mut r = RedisOptions::new(redis_url);
+            r.prefix = redis_prefix(run_id);
+            // Generous: a reply slower than this opens the store's breaker and
+            // fails every call for 500 ms, which a loaded bench must not trip.
+            r.timeout = Duration::from_secs(10) + Duration::from_secs_f64(opts.db_latency_ms * 4.0 / 1000.0);
+            let store = RedisStore::new(r, db)?;
+            store.ping().await?;
+            if opts.db_latency_ms > 0.0 && upstream_of(&url).is_none() {
+                notes.push("--db-latency delays Redis only: the SQL ledger is a local SQLite file".into());
+            }
+            notes.push(
+                "connection hold per tag: not reported (the legacy store's ledger statements carry no conn tag)".into(),
+            );
+            let mut t = StoreTarget::new(Arc::new(store), ShopId::new(run_id)?);
+            t.ttl = Ttl::from_secs(Ttl::MAX_SECS as i64)?;
+            (Arc::new(t), "redis".into(), Some(scheme))
         }
         _ => {
             let mut c = ConnectOptions::new(&url);
@@ -166,19 +309,105 @@ async fn run_on(opts: &BenchOptions, url: &str) -> Result<BenchReport, Error> {
             c.store = StoreConfig { pool_cap: opts.pool_cap, ..StoreConfig::default() };
             let store = holdfast_sql::connect(&c).await?;
             store.migrate().await?;
-            let mut t = StoreTarget::new(store, ShopId::new(run_id.clone())?);
+            let mut t = StoreTarget::new(store, ShopId::new(run_id)?);
             t.ttl = Ttl::from_secs(Ttl::MAX_SECS as i64)?;
-            Arc::new(t)
+            t.conn_report = true;
+            (Arc::new(t), scheme, None)
         }
     };
     let mut sale = opts.sale.clone();
-    sale.key_prefix = run_id;
+    sale.key_prefix = run_id.to_string();
     if opts.backend == BenchBackend::Ceiling {
         // The ceiling's "hold" is its one durable record; nothing to settle.
         sale.settle = false;
     }
     let report = flash_sale::run(target, &sale).await?;
-    Ok(BenchReport { backend: opts.backend.name().into(), database, db_latency_ms: opts.db_latency_ms, sale: report })
+    drop(proxies);
+    Ok(BenchReport {
+        backend: opts.backend.name().into(),
+        database,
+        ledger,
+        db_latency_ms: opts.db_latency_ms,
+        run: run_id.to_string(),
+        notes,
+        sale: report,
+    })
+}
+
+/// The sale against a running `holdfast serve`.
+async fn run_http(opts: &BenchOptions, h: &HttpOptions, run_id: &str) -> Result<BenchReport, Error> {
+    let target = HttpTarget::connect(h, run_id, opts.sale.concurrency).await?;
+    let mut notes = vec![format!("sold in shop {}, item {}", target.shop, target.item)];
+    if !target.admin {
+        notes.push(
+            "audit and connection hold per tag: unavailable (the token is not an admin token; \
+             the books are the item's levels only)"
+                .into(),
+        );
+    }
+    notes.push(
+        "retries and deadlocks: the server's over the run (every shop it serves) plus this client's resent requests"
+            .into(),
+    );
+    let database = crate::http::base_url(&h.url)?;
+    let mut sale = opts.sale.clone();
+    sale.key_prefix = run_id.to_string();
+    let report = flash_sale::run(Arc::new(target), &sale).await?;
+    Ok(BenchReport {
+        backend: "http".into(),
+        database,
+        ledger: None,
+        db_latency_ms: 0.0,
+        run: run_id.to_string(),
+        notes,
+        sale: report,
+    })
+}
+
+/// What ran, in words: "holdfast on postgres", "the counter baseline on mysql", …
+pub fn describe(r: &BenchReport) -> String {
+    match r.backend.as_str() {
+        "http" => format!("holdfast serve at {}", r.database),
+        "redis" => format!("the legacy Redis store (ledger on {})", r.ledger.as_deref().unwrap_or("?")),
+        "counter" | "ceiling" => format!("the {} baseline on {}", r.backend, r.database),
+        _ => format!("holdfast on {}", r.database),
+    }
+}
+
+/// `--plot`: one SVG for one run, the reserve latency distribution from p0
+/// to p99.99 (log-log: 1 / (1 − p) across, milliseconds up) with the
+/// headline figures under the title.
+pub fn plot(r: &BenchReport) -> String {
+    use crate::svg::{Axis, Chart, Series, chart};
+    let x = |p: f64| 1.0 / (1.0 - p / 100.0);
+    let ticks = [0.0, 50.0, 90.0, 99.0, 99.9, 99.99].iter().map(|&p| (x(p), format!("p{p}"))).collect();
+    let s = &r.sale;
+    let mut title = format!("flash sale: {}, {} buyers at a time", describe(r), s.concurrency);
+    if r.db_latency_ms > 0.0 {
+        title.push_str(&format!(", {} ms added latency", r.db_latency_ms));
+    }
+    let subtitle = format!(
+        "{:.0} reserves/s, p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; sold {}, oversold {}, undersold {}, errors {}",
+        s.throughput, s.p50_ms, s.p99_ms, s.max_ms, s.sold, s.oversold, s.undersold, s.errors
+    );
+    chart(&Chart {
+        title,
+        subtitle: Some(subtitle),
+        x: Axis::log("percentile (log scale of 1 / (1 - p))").with_ticks(ticks),
+        y: Axis::log("reserve latency, ms (log scale)"),
+        series: vec![Series {
+            name: "reserve (CO-corrected)".into(),
+            points: s.latency_percentiles.iter().map(|p| (x(p.percentile), p.ms)).collect(),
+        }],
+    })
+}
+
+/// A run id, unique across runs and processes: it names the run's shop (or
+/// item), idempotency keys, Redis prefix and rows.
+fn run_id() -> String {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("b{}x{}n{n}", std::process::id(), chrono_free_stamp())
 }
 
 /// A run id part that differs between runs of one process.

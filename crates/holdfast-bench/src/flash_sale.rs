@@ -15,6 +15,7 @@ use rand::Rng;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
+use crate::conn::{self, ConnHold};
 use crate::target::Target;
 
 #[derive(Debug, Clone)]
@@ -77,13 +78,35 @@ pub struct FlashSaleReport {
     pub max_ms: f64,
     pub retries: u64,
     pub deadlocks: u64,
-    pub audit_ok: bool,
+    /// The target's own invariant check; `null` when the target could not
+    /// run it (an HTTP target without an admin token). Oversold and
+    /// undersold do not depend on it.
+    pub audit_ok: Option<bool>,
+    /// The reserve latency distribution (coordinated-omission corrected, like
+    /// the p50…p99 above), from p0 to p99.99.
+    pub latency_percentiles: Vec<Percentile>,
+    /// Connection hold per conn tag during the sale, longest total first (at
+    /// most [`conn::TOP`] tags); `null` when the target does not report it.
+    pub connections: Option<Vec<ConnHold>>,
 }
 
+/// One point of the latency distribution.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Percentile {
+    /// 0 to 99.99.
+    pub percentile: f64,
+    pub ms: f64,
+}
+
+/// The percentiles reported: 1, 2 and 5 steps per decade of 1 / (1 − q), the
+/// spacing of a log-scale percentile plot.
+pub const PERCENTILES: [f64; 13] = [0.0, 50.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.5, 99.8, 99.9, 99.95, 99.98, 99.99];
+
 impl FlashSaleReport {
-    /// Every unit sold exactly once and the books balance.
+    /// Every unit sold exactly once, no request failed, and the books balance
+    /// (where the target could check them).
     pub fn ok(&self) -> bool {
-        self.oversold == 0 && self.undersold == 0 && self.errors == 0 && self.audit_ok
+        self.oversold == 0 && self.undersold == 0 && self.errors == 0 && self.audit_ok != Some(false)
     }
 }
 
@@ -114,7 +137,8 @@ fn histogram() -> Histogram<u64> {
 
 pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleReport, Error> {
     target.setup(sale.stock).await?;
-    let stats_before = target.stats();
+    let stats_before = target.stats().await;
+    let conns_before = target.connections().await?;
     let next = Arc::new(AtomicU64::new(0));
     let tally = Arc::new(Tally::default());
     let timeline = Arc::new(Mutex::new(Timeline::default()));
@@ -197,6 +221,8 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
     }
     let seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    // Before the books are read: their levels and audit are not the sale's.
+    let conns_after = target.connections().await?;
     if sale.rate.is_none() && !hist.is_empty() {
         // Closed loop: a stalled request also delays the requests its buyer
         // would have sent meanwhile. Fill those in, taking the median as the
@@ -206,7 +232,7 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
     }
 
     let books = target.books().await?;
-    let stats = target.stats();
+    let stats = target.stats().await;
     let sold = tally.sold.load(Ordering::Relaxed);
     let open = tally.open.load(Ordering::Relaxed);
     let told_out = sold + open;
@@ -242,9 +268,17 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
         p95_ms: ms(hist.value_at_quantile(0.95)),
         p99_ms: ms(hist.value_at_quantile(0.99)),
         max_ms: ms(hist.max()),
-        retries: stats.retries - stats_before.retries,
-        deadlocks: stats.deadlocks - stats_before.deadlocks,
+        retries: stats.retries.saturating_sub(stats_before.retries),
+        deadlocks: stats.deadlocks.saturating_sub(stats_before.deadlocks),
         audit_ok: books.audit_ok,
+        latency_percentiles: PERCENTILES
+            .iter()
+            .map(|&p| Percentile { percentile: p, ms: ms(hist.value_at_quantile(p / 100.0)) })
+            .collect(),
+        connections: match (conns_before, conns_after) {
+            (Some(b), Some(a)) => Some(conn::diff(&b, &a, conn::TOP)),
+            _ => None,
+        },
     })
 }
 

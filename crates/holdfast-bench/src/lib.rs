@@ -4,7 +4,9 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod conn;
 pub mod flash_sale;
+pub mod http;
 pub mod matrix;
 pub mod proxy;
 pub mod svg;

@@ -16,9 +16,9 @@ use crate::svg::{Series, line_chart};
 /// One configuration of the grid.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
-    /// holdfast, counter or ceiling.
+    /// holdfast, counter, ceiling or redis (the legacy store).
     pub design: String,
-    /// sqlite, postgres or mysql.
+    /// sqlite, postgres or mysql; redis for the legacy store.
     pub database: String,
     pub concurrency: u32,
     pub db_latency_ms: f64,
@@ -65,6 +65,7 @@ fn design_of(r: &BenchReport) -> (String, String) {
         "counter" | "ceiling" => {
             (r.backend.clone(), if r.database.starts_with("postgres") { "postgres" } else { "mysql" }.into())
         }
+        "redis" => ("redis".into(), "redis".into()),
         other => ("holdfast".into(), other.into()),
     }
 }
@@ -249,10 +250,12 @@ pub fn plots(m: &[Medians], dir: &Path, base: &Path) -> std::io::Result<Vec<Stri
         ] {
             let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
             for x in m.iter().filter(|x| x.cell.db_latency_ms == lat) {
-                series
-                    .entry(format!("{} on {}", x.cell.design, x.cell.database))
-                    .or_default()
-                    .push((x.cell.concurrency as f64, get(x)));
+                let name = if x.cell.design == x.cell.database {
+                    x.cell.design.clone()
+                } else {
+                    format!("{} on {}", x.cell.design, x.cell.database)
+                };
+                series.entry(name).or_default().push((x.cell.concurrency as f64, get(x)));
             }
             let series: Vec<Series> = series.into_iter().map(|(name, points)| Series { name, points }).collect();
             let title = format!("{label} vs. concurrent buyers, {lat} ms added latency");

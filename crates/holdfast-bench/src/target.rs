@@ -1,6 +1,8 @@
-//! What a flash sale runs against: holdfast through the `Store` trait, or one
-//! of the baselines. Each target sells one hot (item, location) and can tell,
-//! at the end, what its own books say was sold and held.
+//! What a flash sale runs against: any `Store` in this process (holdfast on
+//! its SQL backends, the legacy Redis store), one of the baselines, or a
+//! running `holdfast serve` over HTTP (`crate::http`). Each target sells one
+//! hot (item, location) and can tell, at the end, what its own books say was
+//! sold and held.
 
 use std::sync::Arc;
 
@@ -9,6 +11,8 @@ use holdfast_core::{
     Error, IdempotencyKey, ItemId, Line, LocationId, Quantity, ReservationId, ReserveRequest, ShopId, StockChange,
     Store, Ttl,
 };
+
+use crate::conn::ConnHold;
 
 /// What the target's books say after the sale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,8 +23,9 @@ pub struct Books {
     pub reserved: i64,
     /// Units still free.
     pub available: i64,
-    /// The target's own invariant check.
-    pub audit_ok: bool,
+    /// The target's own invariant check; `None` when the target cannot run
+    /// it (an HTTP target whose token is not an admin token).
+    pub audit_ok: Option<bool>,
 }
 
 /// Counters a target keeps about itself, as in `StoreStats`.
@@ -40,10 +45,17 @@ pub trait Target: Send + Sync {
     async fn claim(&self, id: i64) -> Result<u64, Error>;
     async fn release(&self, id: i64) -> Result<(), Error>;
     async fn books(&self) -> Result<Books, Error>;
-    fn stats(&self) -> TargetStats;
+    /// Retries and deadlocks so far (the flash sale subtracts the counts at
+    /// its start).
+    async fn stats(&self) -> TargetStats;
+    /// Connection hold per conn tag so far, where the store reports it
+    /// (`None` otherwise); the flash sale keeps the difference over the run.
+    async fn connections(&self) -> Result<Option<Vec<ConnHold>>, Error> {
+        Ok(None)
+    }
 }
 
-/// holdfast itself, on any backend.
+/// Any `Store`: holdfast itself on any backend, or the legacy Redis store.
 #[derive(Debug)]
 pub struct StoreTarget {
     pub store: Arc<dyn Store>,
@@ -52,6 +64,9 @@ pub struct StoreTarget {
     pub location: LocationId,
     /// Hold lifetime; long enough that nothing expires during a run.
     pub ttl: Ttl,
+    /// The store is holdfast's SQL store, whose connection hold per tag this
+    /// process records (`holdfast_sql::connection_report`).
+    pub conn_report: bool,
 }
 
 impl StoreTarget {
@@ -62,6 +77,7 @@ impl StoreTarget {
             item: ItemId::new("limited-sneaker").expect("valid"),
             location: LocationId::new("main-warehouse").expect("valid"),
             ttl: Ttl::DEFAULT,
+            conn_report: false,
         }
     }
 }
@@ -105,11 +121,15 @@ impl Target for StoreTarget {
             .map(|l| l.quantities)
             .ok_or_else(|| Error::Internal("the sale's location vanished".into()))?;
         let audit = self.store.audit(Some(&self.shop)).await?;
-        Ok(Books { committed: q.committed, reserved: q.reserved, available: q.available, audit_ok: audit.ok() })
+        Ok(Books { committed: q.committed, reserved: q.reserved, available: q.available, audit_ok: Some(audit.ok()) })
     }
 
-    fn stats(&self) -> TargetStats {
+    async fn stats(&self) -> TargetStats {
         let s = self.store.stats();
         TargetStats { retries: s.retries, deadlocks: s.deadlocks }
+    }
+
+    async fn connections(&self) -> Result<Option<Vec<ConnHold>>, Error> {
+        Ok(self.conn_report.then(crate::conn::snapshot))
     }
 }

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use holdfast_bench::bench::{self, BenchBackend, BenchOptions};
+use holdfast_bench::conn::ConnHold;
 use holdfast_bench::flash_sale::FlashSale;
+use holdfast_bench::http::HttpOptions;
 use holdfast_bench::matrix::{self, MatrixOptions};
 use holdfast_core::{Error, Invalid};
 
@@ -20,21 +22,13 @@ fn backend(b: BenchBackendArg) -> BenchBackend {
         BenchBackendArg::Mysql => BenchBackend::Mysql,
         BenchBackendArg::Counter => BenchBackend::Counter,
         BenchBackendArg::Ceiling => BenchBackend::Ceiling,
+        BenchBackendArg::Redis => BenchBackend::Redis,
     }
 }
 
 pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failure> {
     let json_out = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
     let invalid = |field: &str, msg: &str| Failure { error: Invalid::new(field, msg).into(), json: json_out };
-    if !(0.0..=1.0).contains(&a.claim_ratio) {
-        return Err(invalid("claim_ratio", "must be between 0 and 1"));
-    }
-    if !(0.0..=1000.0).contains(&a.db_latency) {
-        return Err(invalid("db_latency", "must be between 0 and 1000 ms"));
-    }
-    if a.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
-        return Err(invalid("rate", "must be a positive number of buyers per second"));
-    }
     let duration = match (a.duration, a.buyers) {
         (Some(d), _) if !(d > 0.0 && d <= 86_400.0) => return Err(invalid("duration", "must be 0 to 86400 seconds")),
         (Some(d), _) => Some(Duration::from_secs_f64(d)),
@@ -42,7 +36,7 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
         (None, None) => Some(Duration::from_secs(10)),
     };
     let opts = BenchOptions {
-        backend: backend(a.backend),
+        backend: backend(a.backend.unwrap_or(BenchBackendArg::Postgres)),
         database_url: db.database_url.clone(),
         sale: FlashSale {
             stock: a.stock,
@@ -59,26 +53,76 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
         db_latency_ms: a.db_latency,
         pool_cap: db.pool_cap,
         max_connections: db.max_connections.max(a.concurrency.min(90)),
+        redis_url: a.redis_url.clone(),
+        http: a.target.clone().map(|url| HttpOptions { url, token: a.token.clone(), shop: a.shop.clone() }),
     };
     let report = bench::run(&opts).await.or_fail(json_out)?;
+    let write = |path: &std::path::Path, text: String| {
+        std::fs::write(path, text)
+            .map_err(|e| Error::Internal(format!("cannot write {}: {e}", path.display())))
+            .or_fail(json_out)
+    };
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report).expect("report serializes");
         if json_out {
             println!("{text}");
         } else {
-            std::fs::write(path, text + "\n")
-                .map_err(|e| Error::Internal(format!("cannot write {}: {e}", path.display())))
-                .or_fail(false)?;
+            write(path, text + "\n")?;
         }
     }
+    if let Some(path) = &a.plot {
+        write(path, bench::plot(&report))?;
+    }
     if !json_out {
-        println!(
-            "bench flash-sale: {} on {}, {} buyers at a time, {} ms added latency",
-            report.backend, report.database, report.sale.concurrency, report.db_latency_ms
-        );
+        let mut head =
+            format!("bench flash-sale: {}, {} buyers at a time", bench::describe(&report), report.sale.concurrency);
+        if report.db_latency_ms > 0.0 {
+            head.push_str(&format!(", {} ms added latency", report.db_latency_ms));
+        }
+        println!("{head} (run {})", report.run);
         Printer { json: false }.flash_sale(&report.sale);
+        if let Some(rows) = &report.sale.connections {
+            print!("{}", connection_table(rows));
+        }
+        for note in &report.notes {
+            println!("note: {note}");
+        }
+        if let Some(path) = &a.plot {
+            println!("plot: {}", path.display());
+        }
     }
     Ok(if report.sale.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// Connection hold per conn tag during the sale, as `holdfast conn-report`
+/// lays it out.
+fn connection_table(rows: &[ConnHold]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("connection hold per tag during the sale (longest total first):\n");
+    if rows.is_empty() {
+        out.push_str("  none recorded\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "  {:<24} {:>10} {:>12} {:>11} {:>10} {:>9} {:>9}",
+        "TAG", "CHECKOUTS", "TRANSACTIONS", "STATEMENTS", "TOTAL S", "MEAN MS", "MAX MS"
+    );
+    for r in rows {
+        let max = r.hold_seconds_max.map(|m| format!("{:.2}", m * 1000.0)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>10} {:>12} {:>11} {:>10.3} {:>9.2} {:>9}",
+            r.tag,
+            r.checkouts,
+            r.transactions,
+            r.statements,
+            r.hold_seconds_total,
+            r.hold_seconds_mean * 1000.0,
+            max
+        );
+    }
+    out
 }
 
 pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
@@ -92,6 +136,8 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
             BenchBackendArg::Sqlite => targets.push((BenchBackend::Sqlite, None)),
             BenchBackendArg::Postgres => targets.push((BenchBackend::Postgres, Some(a.postgres_url.clone()))),
             BenchBackendArg::Mysql => targets.push((BenchBackend::Mysql, Some(a.mysql_url.clone()))),
+            // The legacy store's ledger: a throw-away SQLite file per run.
+            BenchBackendArg::Redis => targets.push((BenchBackend::Redis, None)),
             BenchBackendArg::Counter | BenchBackendArg::Ceiling => {
                 let kind = backend(*b);
                 targets.push((kind, Some(a.postgres_url.clone())));
@@ -123,6 +169,8 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
             db_latency_ms: 0.0,
             pool_cap: db.pool_cap,
             max_connections: 1,
+            redis_url: a.redis_url.clone(),
+            http: None,
         },
         command,
     };

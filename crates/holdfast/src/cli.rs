@@ -249,7 +249,8 @@ pub enum BenchCommand {
 #[derive(Debug, Args)]
 pub struct MatrixArgs {
     /// Backends to run (holdfast on sqlite|postgres|mysql; counter and ceiling
-    /// run on both PostgreSQL and MySQL).
+    /// run on both PostgreSQL and MySQL; redis is the legacy Redis store, its
+    /// SQL ledger on a throw-away SQLite file).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite,postgres,mysql,counter,ceiling")]
     pub backends: Vec<BenchBackendArg>,
     #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
@@ -268,6 +269,10 @@ pub struct MatrixArgs {
     /// MySQL/MariaDB server for holdfast, counter and ceiling.
     #[arg(long, default_value = holdfast_bench::bench::DEFAULT_MYSQL_URL)]
     pub mysql_url: String,
+    /// Redis for the redis backend (each run under a key prefix of its own,
+    /// deleted after the run).
+    #[arg(long, env = "HOLDFAST_REDIS_URL", default_value = holdfast_bench::bench::DEFAULT_REDIS_URL)]
+    pub redis_url: String,
     /// The Markdown report (its "## Matrix" section is replaced, the rest kept).
     #[arg(long, default_value = "BENCHMARKS.md")]
     pub out: std::path::PathBuf,
@@ -286,15 +291,38 @@ pub enum BenchBackendArg {
     Mysql,
     Counter,
     Ceiling,
+    Redis,
 }
 
 #[derive(Debug, Args)]
 pub struct FlashSaleArgs {
-    /// holdfast on sqlite|postgres|mysql, or a baseline: counter (single-row
+    /// holdfast on sqlite|postgres|mysql; a baseline: counter (single-row
     /// UPDATE … WHERE available >= n) or ceiling (one durable INSERT per
-    /// request), on the database --database-url names (default PostgreSQL).
-    #[arg(long, value_enum, default_value = "postgres")]
-    pub backend: BenchBackendArg,
+    /// request), on the database --database-url names (default: a
+    /// holdfast_bench database on the local PostgreSQL); or redis: the legacy
+    /// Redis counter store at --redis-url, its SQL ledger (claims) on
+    /// --database-url (default: a throw-away SQLite file). [default: postgres]
+    #[arg(long, value_enum, conflicts_with = "target")]
+    pub backend: Option<BenchBackendArg>,
+    /// Redis for --backend redis. Each run uses a key prefix of its own
+    /// (hfbench:RUN:) and deletes its keys afterwards.
+    #[arg(long, env = "HOLDFAST_REDIS_URL", default_value = holdfast_bench::bench::DEFAULT_REDIS_URL)]
+    pub redis_url: String,
+    /// Drive a running `holdfast serve` over HTTP instead of the library:
+    /// http://HOST:PORT (plain HTTP). --database-url, --pool-cap and
+    /// --db-latency do not apply: the server has its own.
+    #[arg(long, value_name = "URL")]
+    pub target: Option<String>,
+    /// Bearer token for --target. It must reach the shop the sale runs in
+    /// (see --shop); an admin token also gives the audit and the connection
+    /// report. None is needed against `serve --insecure-no-auth`.
+    #[arg(long, env = "HOLDFAST_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// With --target: the shop to sell in (one the token reaches); the item is
+    /// the run's own. Default: a shop of the run's own, which only a server
+    /// started with --insecure-no-auth lets a caller use.
+    #[arg(long, requires = "target")]
+    pub shop: Option<holdfast_core::ShopId>,
     /// Units on sale.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000_000))]
     pub stock: u32,
@@ -325,4 +353,8 @@ pub struct FlashSaleArgs {
     /// Write the report as JSON to this file ("-" for stdout).
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+    /// Draw the run's reserve latency distribution (p0 to p99.99, log scale)
+    /// with the headline figures into this SVG file.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<std::path::PathBuf>,
 }
