@@ -1,0 +1,91 @@
+//! Options the bench refuses before it connects to anything: each is an
+//! `invalid_request` naming the flag, with a message that says what to do.
+
+use holdfast_bench::bench::{self, BenchBackend, BenchOptions};
+use holdfast_bench::http::HttpOptions;
+use holdfast_core::Error;
+
+use crate::common::{options, sale};
+
+async fn refused(opts: BenchOptions) -> (String, String) {
+    match bench::run(&opts).await {
+        Err(Error::Invalid(i)) => (i.field, i.message),
+        other => panic!("expected invalid_request, got {other:?}"),
+    }
+}
+
+fn http(url: &str) -> BenchOptions {
+    let mut o = options(BenchBackend::Postgres, sale(10, 10, 1));
+    o.http = Some(HttpOptions { url: url.into(), token: None, shop: None });
+    o
+}
+
+#[tokio::test]
+async fn a_target_that_is_not_plain_http_is_refused() {
+    for url in ["ftp://127.0.0.1:7878", "127.0.0.1:7878", "http://127.0.0.1:7878/v1/shops", "http://"] {
+        let (field, msg) = refused(http(url)).await;
+        assert_eq!(field, "target", "{url}: {msg}");
+        assert!(msg.contains("http://HOST:PORT"), "{url}: {msg}");
+    }
+    let (field, msg) = refused(http("https://127.0.0.1:7878")).await;
+    assert_eq!(field, "target");
+    assert!(msg.contains("https is not supported") && msg.contains("plain HTTP"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_rate_of_zero_or_less_is_refused() {
+    for rate in [0.0, -5.0, f64::INFINITY, f64::NAN] {
+        let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
+        o.sale.rate = Some(rate);
+        let (field, msg) = refused(o).await;
+        assert_eq!(field, "rate", "{rate}");
+        assert!(msg.contains("positive"), "{msg}");
+    }
+}
+
+#[tokio::test]
+async fn out_of_range_sale_figures_are_refused() {
+    let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
+    o.sale.claim_ratio = 1.5;
+    assert_eq!(refused(o).await.0, "claim_ratio");
+    let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
+    o.db_latency_ms = 5000.0;
+    assert_eq!(refused(o).await.0, "db_latency");
+    let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
+    o.sale.concurrency = 0;
+    assert_eq!(refused(o).await.0, "sale");
+    let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
+    o.sale.duration = Some(std::time::Duration::ZERO);
+    assert_eq!(refused(o).await.0, "duration");
+}
+
+#[tokio::test]
+async fn db_latency_with_a_target_is_refused() {
+    let mut o = http("http://127.0.0.1:7878");
+    o.db_latency_ms = 0.5;
+    let (field, msg) = refused(o).await;
+    assert_eq!(field, "db_latency");
+    assert!(msg.contains("--target"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_redis_url_that_is_not_redis_is_refused() {
+    let mut o = options(BenchBackend::Redis, sale(10, 10, 1));
+    o.redis_url = "http://127.0.0.1:6379".into();
+    let (field, msg) = refused(o).await;
+    assert_eq!(field, "redis_url");
+    assert!(msg.contains("redis://"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_backend_on_the_wrong_database_is_refused() {
+    let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
+    o.database_url = Some("postgres://postgres:secret@127.0.0.1:5432/x".into());
+    let (field, msg) = refused(o).await;
+    assert_eq!(field, "database_url");
+    assert!(msg.contains("backend sqlite cannot run on") && !msg.contains("secret"), "{msg}");
+    // The latency proxy needs a network database.
+    let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
+    o.db_latency_ms = 0.5;
+    assert_eq!(refused(o).await.0, "db_latency");
+}

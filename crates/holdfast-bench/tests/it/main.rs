@@ -1,0 +1,15 @@
+//! holdfast-bench's integration tests, one binary: short flash sales through
+//! the legacy Redis store and over HTTP against a `holdfast serve` started in
+//! this process, each on a database of its own on a real server, and the
+//! flags the bench refuses. A server that cannot be reached fails the test
+//! loudly; nothing is skipped.
+
+// The database fixture is holdfast-sql's, shared as-is rather than copied.
+#[allow(dead_code)]
+#[path = "../../../holdfast-sql/tests/it/support.rs"]
+mod support;
+
+mod common;
+mod flags;
+mod http;
+mod redis;
