@@ -123,7 +123,10 @@ impl HttpTarget {
             shop_given,
             transport_retries: AtomicU64::new(0),
         };
-        let (status, body) = target.send(Method::GET, "/healthz", None).await?;
+        let (status, body) = target.send(Method::GET, "/healthz", None).await.map_err(|e| match e {
+            Error::Unavailable(m) => Error::Unavailable(format!("the target does not answer ({m})")),
+            e => e,
+        })?;
         if status != StatusCode::OK {
             return Err(Error::Unavailable(format!("{}/healthz answered {status}: {body}", target.base)));
         }
@@ -176,7 +179,7 @@ impl HttpTarget {
                     self.transport_retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_millis(20 * attempt as u64)).await;
                 }
-                Err(e) => return Err(Error::Unavailable(format!("{method} {url}: {e}"))),
+                Err(e) => return Err(Error::Unavailable(format!("{method} {url}: {}", chain(&e)))),
             }
         }
     }
@@ -219,6 +222,21 @@ impl HttpTarget {
             .map(|v| v as u64)
             .unwrap_or(0)
     }
+}
+
+/// An error with its causes ("error sending request: … Connection refused").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn error_of(body: &Value) -> ErrorBody {

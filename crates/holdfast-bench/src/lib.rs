@@ -1,6 +1,8 @@
 //! Load generation for holdfast: the flash sale behind `holdfast demo` and
-//! `holdfast bench`, the targets it runs against (holdfast itself and the
-//! baselines), and the latency proxy.
+//! `holdfast bench`, the targets it runs against (any `Store` — holdfast
+//! itself, the legacy Redis store — the baselines, and a running `holdfast
+//! serve` over HTTP), the connection report per run, the latency proxy and
+//! the SVG plots.
 
 pub mod baseline;
 pub mod bench;

@@ -347,7 +347,8 @@ pub struct FlashSaleArgs {
     #[arg(long)]
     pub rate: Option<f64>,
     /// Milliseconds added to every read in each direction between client and
-    /// database (a latency proxy inside the bench).
+    /// database (a latency proxy inside the bench); for --backend redis in
+    /// front of Redis and of a network ledger. Not with --target.
     #[arg(long, default_value_t = 0.0)]
     pub db_latency: f64,
     /// Write the report as JSON to this file ("-" for stdout).
