@@ -55,6 +55,17 @@ pub(crate) struct Taken {
     pub count: u32,
 }
 
+/// What the one-statement fast path did (see [`Dialect::reserve_fast`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Fast {
+    /// The hold is committed, with the units taken per (item, location).
+    Held { id: ReservationId, expires_at: DateTime<Utc>, taken: Vec<Taken> },
+    /// Some line could not be filled from the pool: nothing changed.
+    Short,
+    /// The idempotency key is already used in this shop: nothing changed.
+    KeyTaken,
+}
+
 /// A ledger row (`inventory_levels`), as read under its row lock.
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
@@ -101,6 +112,27 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         shop: &ShopId,
         wants: &[Want],
     ) -> impl Future<Output = sqlx::Result<Vec<Taken>>> + Send;
+
+    /// Whether [`Dialect::reserve_fast`] exists for this dialect.
+    const ONE_STATEMENT_FAST_PATH: bool = false;
+
+    /// The whole fast path as one autocommit statement, where the dialect
+    /// can express it (`ONE_STATEMENT_FAST_PATH`): take every want's units
+    /// with SKIP LOCKED and, only when every want is filled and the key is
+    /// new, delete them and insert the hold — one round trip and one commit
+    /// instead of a transaction of four. Elsewhere the engine runs
+    /// [`Dialect::take_units`] and [`Dialect::insert_reservation`] in a
+    /// transaction instead, and never calls this.
+    fn reserve_fast(
+        _pool: &Pool<Self::Db>,
+        _shop: &ShopId,
+        _key: &IdempotencyKey,
+        _fingerprint: &str,
+        _ttl: Ttl,
+        _wants: &[Want],
+    ) -> impl Future<Output = sqlx::Result<Fast>> + Send {
+        async { Err(sqlx::Error::Protocol("this dialect has no one-statement fast path".into())) }
+    }
 
     /// Like [`Dialect::take_units`], but waits for rows other transactions
     /// hold instead of skipping them. Only called under the ledger lock, and

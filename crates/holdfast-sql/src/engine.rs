@@ -54,7 +54,7 @@ use holdfast_core::{
 use rand::Rng;
 use sqlx::Pool;
 
-use crate::dialect::{Conn, Dialect, Fault, Ledger, TxMode, Want};
+use crate::dialect::{Conn, Dialect, Fast, Fault, Ledger, TxMode, Want};
 use crate::tag;
 
 /// Settings shared by every SQL store.
@@ -229,8 +229,6 @@ impl<D: Dialect> SqlStore<D> {
     /// without waiting for it. Without this rule, short carts holding a few
     /// units each would wait on each other at sell-out and retry forever.
     async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
-        let mut tx = D::begin(&self.pool, TxMode::Write).await?;
-        let _lease = tag::Lease::transaction();
         let wants: Vec<Want> = req
             .lines
             .iter()
@@ -240,19 +238,9 @@ impl<D: Dialect> SqlStore<D> {
                 qty: l.quantity.get(),
             })
             .collect();
-        let taken = D::take_units(&mut tx, &req.shop, &wants).await?;
-        // Items are unique within a request, so the item names the line.
-        let line_of: BTreeMap<&ItemId, usize> = req.lines.iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
-        let mut held: Vec<BTreeMap<LocationId, u32>> = vec![BTreeMap::new(); req.lines.len()];
-        for t in taken {
-            if let Some(&i) = line_of.get(&t.item) {
-                *held[i].entry(t.location).or_default() += t.count;
-            }
+        if let Some(done) = self.fast_path(req, &wants).await? {
+            return Ok(done);
         }
-        if (0..req.lines.len()).all(|i| total(&held[i]) == req.lines[i].quantity.get()) {
-            return self.insert_hold(tx, req, &held).await;
-        }
-        tx.rollback().await?;
 
         let spec = candidate_spec(req);
         let verdict = match self.sold_out(req, &spec).await? {
@@ -284,6 +272,54 @@ impl<D: Dialect> SqlStore<D> {
             },
             other => other,
         }
+    }
+
+    /// The fast path: every line from the pool of its first candidate
+    /// location, with SKIP LOCKED. `None` when some line came up short; then
+    /// nothing is held any more (no pool row, no ledger lock).
+    async fn fast_path(&self, req: &ReserveRequest, wants: &[Want]) -> Result<Option<Reserved>, Fail> {
+        if D::ONE_STATEMENT_FAST_PATH {
+            let fast = {
+                let _lease = tag::Lease::transaction();
+                D::reserve_fast(&self.pool, &req.shop, &req.key, &req.fingerprint(), req.ttl, wants).await?
+            };
+            return match fast {
+                Fast::Held { id, expires_at, taken } => {
+                    let mut lines: Vec<Allocation> = taken
+                        .into_iter()
+                        .map(|t| Allocation { item: t.item, location: t.location, quantity: t.count })
+                        .collect();
+                    lines.sort();
+                    let status = ReservationStatus::Held;
+                    let reservation = Reservation { id, key: req.key.clone(), status, expires_at, lines };
+                    Ok(Some(Reserved { reservation, created: true }))
+                }
+                Fast::KeyTaken => match self.replay(req).await? {
+                    Some(r) => Ok(Some(r)),
+                    // The other holder of the key rolled back meanwhile.
+                    None => Err(Fail::Contended),
+                },
+                Fast::Short => Ok(None),
+            };
+        }
+        // The dialect has no one-statement fast path: the same in a
+        // transaction, rolled back when short.
+        let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
+        let taken = D::take_units(&mut tx, &req.shop, wants).await?;
+        // Items are unique within a request, so the item names the line.
+        let line_of: BTreeMap<&ItemId, usize> = req.lines.iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
+        let mut held: Vec<BTreeMap<LocationId, u32>> = vec![BTreeMap::new(); req.lines.len()];
+        for t in taken {
+            if let Some(&i) = line_of.get(&t.item) {
+                *held[i].entry(t.location).or_default() += t.count;
+            }
+        }
+        if (0..req.lines.len()).all(|i| total(&held[i]) == req.lines[i].quantity.get()) {
+            return self.insert_hold(tx, req, &held).await.map(Some);
+        }
+        tx.rollback().await?;
+        Ok(None)
     }
 
     /// The cheap answer for a sold-out item: from one lock-free snapshot,

@@ -12,7 +12,7 @@ use holdfast_core::{
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Executor, PgPool, Postgres, Row};
 
-use crate::dialect::{Dialect, Fault, Folded, Head, Ledger, Taken, Tx, TxMode, Want};
+use crate::dialect::{Dialect, Fast, Fault, Folded, Head, Ledger, Taken, Tx, TxMode, Want};
 use crate::migrate::Migration;
 
 #[derive(Debug)]
@@ -126,6 +126,7 @@ async fn take(c: &mut PgConnection, shop: &ShopId, wants: &[Want], sql: &'static
 impl Dialect for Pg {
     type Db = Postgres;
     const BACKEND: Backend = Backend::Postgres;
+    const ONE_STATEMENT_FAST_PATH: bool = true;
 
     async fn begin(pool: &PgPool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
         match mode {
@@ -180,6 +181,59 @@ impl Dialect for Pg {
             }
         }
         tx.commit().await
+    }
+
+    async fn reserve_fast(
+        pool: &PgPool,
+        shop: &ShopId,
+        key: &IdempotencyKey,
+        fingerprint: &str,
+        ttl: Ttl,
+        wants: &[Want],
+    ) -> sqlx::Result<Fast> {
+        let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
+        let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
+        let qtys: Vec<i32> = wants.iter().map(|w| w.qty as i32).collect();
+        let rows = sqlx::query(q!("reserve_fast"))
+            .bind(shop.as_str())
+            .bind(items)
+            .bind(locs)
+            .bind(qtys)
+            .bind(key.as_str())
+            .bind(fingerprint)
+            .bind(ttl.as_secs() as i64)
+            .fetch_all(pool)
+            .await;
+        let rows = match rows {
+            // A concurrent request inserted the same key first; this
+            // statement was aborted whole.
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => return Ok(Fast::KeyTaken),
+            other => other?,
+        };
+        let Some(first) = rows.first() else {
+            return Err(sqlx::Error::Protocol("reserve_fast returned no row".into()));
+        };
+        if first.try_get::<bool, _>("key_taken")? {
+            return Ok(Fast::KeyTaken);
+        }
+        let Some(id) = first.try_get::<Option<i64>, _>("id")? else {
+            return Ok(Fast::Short);
+        };
+        let taken = rows
+            .iter()
+            .map(|r| {
+                Ok(Taken {
+                    item: name(r, "item_id")?,
+                    location: name(r, "location_id")?,
+                    count: r.try_get::<i32, _>("n")? as u32,
+                })
+            })
+            .collect::<sqlx::Result<Vec<_>>>()?;
+        Ok(Fast::Held {
+            id: ReservationId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+            expires_at: first.try_get("expires_at")?,
+            taken,
+        })
     }
 
     async fn take_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {

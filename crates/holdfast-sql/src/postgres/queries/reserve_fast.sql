@@ -1,0 +1,59 @@
+-- Reserve, fast path, in one autocommit statement (one round trip, one
+-- commit: the same cost as the single INSERT of the bench's "ceiling").
+-- For every wanted (item, location), lock up to `qty` free unit rows with
+-- SKIP LOCKED (as take_units does). Only when every line got all it asked
+-- for and the idempotency key is new are the rows deleted and the hold
+-- inserted; otherwise nothing changes and the locks go with the statement.
+-- Two requests racing with one new key: the second INSERT waits for the
+-- first and fails with a unique violation, which aborts this whole
+-- statement (its deletes too); the caller answers it as a replay.
+-- Lock order: pool rows (SKIP LOCKED, never waits), then the hold's rows.
+WITH want AS (
+    SELECT w.item_id,
+           COALESCE(w.location_id, (
+               SELECT l.location_id FROM inventory_levels l
+               WHERE l.shop_id = $1 AND l.item_id = w.item_id
+               ORDER BY l.location_id LIMIT 1)) AS location_id,
+           w.qty
+    FROM unnest($2::text[], $3::text[], $4::int[]) AS w (item_id, location_id, qty)
+), picked AS (
+    SELECT u.item_id, u.location_id, u.id
+    FROM want CROSS JOIN LATERAL (
+        SELECT ru.item_id, ru.location_id, ru.id
+        FROM reservation_units ru
+        WHERE ru.shop_id = $1 AND ru.item_id = want.item_id AND ru.location_id = want.location_id
+        LIMIT want.qty
+        FOR UPDATE SKIP LOCKED
+    ) AS u
+), got AS (
+    SELECT item_id, location_id, count(*)::int AS n FROM picked GROUP BY item_id, location_id
+), verdict AS (
+    SELECT NOT EXISTS (
+               SELECT 1 FROM want w
+               LEFT JOIN got g ON g.item_id = w.item_id AND g.location_id = w.location_id
+               WHERE g.n IS DISTINCT FROM w.qty
+           ) AS complete,
+           EXISTS (
+               SELECT 1 FROM reservations
+               WHERE shop_id = $1 AND idempotency_key = $5
+           ) AS key_taken
+), taken AS (
+    DELETE FROM reservation_units d
+    USING picked p, verdict v
+    WHERE v.complete AND NOT v.key_taken
+      AND d.shop_id = $1 AND d.item_id = p.item_id AND d.location_id = p.location_id AND d.id = p.id
+), r AS (
+    INSERT INTO reservations (shop_id, idempotency_key, fingerprint, status, expires_at)
+    SELECT $1, $5, $6, 'held', now() + $7::bigint * interval '1 second'
+    FROM verdict v
+    WHERE v.complete AND NOT v.key_taken
+    RETURNING id, expires_at
+), q AS (
+    INSERT INTO reserved_quantities (shop_id, reservation_id, item_id, location_id, quantity, state)
+    SELECT $1, r.id, g.item_id, g.location_id, g.n, 'held'
+    FROM r, got g
+)
+SELECT v.complete, v.key_taken, r.id, r.expires_at, g.item_id, g.location_id, g.n
+FROM verdict v
+LEFT JOIN r ON true
+LEFT JOIN got g ON r.id IS NOT NULL
