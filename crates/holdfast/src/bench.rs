@@ -176,9 +176,8 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
     };
     let medians = matrix::run(&opts, |done, total, r| {
         eprintln!(
-            "[{done}/{total}] {} on {} c={} lat={}ms: {:.0} reserves/s p99 {:.2} ms oversold {} undersold {}",
-            r.backend,
-            r.database,
+            "[{done}/{total}] {} c={} lat={}ms: {:.0} reserves/s p99 {:.2} ms oversold {} undersold {}",
+            bench::describe(r),
             r.sale.concurrency,
             r.db_latency_ms,
             r.sale.throughput,
