@@ -251,7 +251,7 @@ pub struct MatrixArgs {
     /// Backends to run (holdfast on sqlite|postgres|mysql; counter and ceiling
     /// run on both PostgreSQL and MySQL; redis is the legacy Redis store, its
     /// SQL ledger on a throw-away SQLite file).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite,postgres,mysql,counter,ceiling")]
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite,postgres,mysql,counter,ceiling,redis")]
     pub backends: Vec<BenchBackendArg>,
     #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
     pub concurrency: Vec<u32>,
