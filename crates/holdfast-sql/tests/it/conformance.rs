@@ -11,10 +11,26 @@ use holdfast_core::{
     Backend, Error, Line, Quantity, ReservationId, ReservationStatus, ReserveRequest, StockChange, Ttl,
 };
 use holdfast_sql::StoreConfig;
-use rand::Rng;
+use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
 
 use crate::support::*;
+
+/// The seed of a test's random choices: `HOLDFAST_TEST_SEED`, or a fresh
+/// one. Printed first, so a failure can be run again with the same choices
+/// (each task draws from its own generator, seeded from this one; the
+/// interleaving of the tasks is the machine's).
+fn seed(test: &str, b: Backend) -> u64 {
+    let seed = std::env::var("HOLDFAST_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    eprintln!("[{}] {test}: HOLDFAST_TEST_SEED={seed}", b.name());
+    seed
+}
+
+/// Task `n`'s generator for `seed`.
+fn task_rng(seed: u64, n: u64) -> StdRng {
+    StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
 
 fn cap(pool_cap: u32) -> StoreConfig {
     StoreConfig { pool_cap, ..StoreConfig::default() }
@@ -66,7 +82,8 @@ pub async fn two_hundred_buyers_for_one_hundred_units(b: Backend) {
 /// SPEC acceptance: stock five times the pool cap sold out by 300 concurrent
 /// buyers; every unit sold exactly once, the pool was refilled from the ledger.
 pub async fn sell_out_five_times_the_pool_cap(b: Backend) {
-    with_db(b, StoreConfig::default(), |db| async move {
+    let seed = seed("sell-out", b);
+    with_db(b, StoreConfig::default(), move |db| async move {
         stock(&*db.store, "s1", "hot", "wh", 5_000).await;
         let sold = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
@@ -75,9 +92,10 @@ pub async fn sell_out_five_times_the_pool_cap(b: Backend) {
             let store = db.store.clone();
             let sold = sold.clone();
             tasks.push(tokio::spawn(async move {
+                let mut rng = task_rng(seed, buyer);
                 let mut n = 0;
                 loop {
-                    let want = rand::thread_rng().gen_range(1..=3);
+                    let want = rng.gen_range(1..=3);
                     let req = request("s1", &format!("b{buyer}-{n}"), vec![line("hot", want, None)]);
                     n += 1;
                     match store.reserve(&req).await {
@@ -132,7 +150,8 @@ struct Told {
 /// ends with a clean audit and totals that match what the clients were told.
 pub async fn churn_matches_what_clients_were_told(b: Backend) {
     let secs: u64 = std::env::var("HOLDFAST_CHURN_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
-    with_db(b, cap(50), |db| async move {
+    let seed = seed("churn", b);
+    with_db(b, cap(50), move |db| async move {
         let items: Vec<String> = (0..10).map(|i| format!("item{i}")).collect();
         let locs = ["east", "north", "west"];
         for i in &items {
@@ -157,17 +176,15 @@ pub async fn churn_matches_what_clients_were_told(b: Backend) {
             let store = db.store.clone();
             let items = items.clone();
             clients.push(tokio::spawn(async move {
+                let mut r = task_rng(seed, c);
                 let mut told = Told::default();
                 let mut n = 0;
                 while Instant::now() < deadline {
                     n += 1;
-                    let action = rand::thread_rng().gen_range(0..100);
+                    let action = r.gen_range(0..100);
                     if action < 8 {
-                        let (i, l) = {
-                            let mut r = rand::thread_rng();
-                            (items.choose(&mut r).unwrap().clone(), locs.choose(&mut r).unwrap().to_string())
-                        };
-                        let delta = rand::thread_rng().gen_range(-5..=8);
+                        let (i, l) = (items.choose(&mut r).unwrap().clone(), locs.choose(&mut r).unwrap().to_string());
+                        let delta = r.gen_range(-5..=8);
                         if delta == 0 {
                             continue;
                         }
@@ -179,7 +196,6 @@ pub async fn churn_matches_what_clients_were_told(b: Backend) {
                         continue;
                     }
                     let (lines, split, partial, ttl) = {
-                        let mut r = rand::thread_rng();
                         let k = r.gen_range(1..=4);
                         let lines: Vec<Line> = items
                             .choose_multiple(&mut r, k)
@@ -217,9 +233,9 @@ pub async fn churn_matches_what_clients_were_told(b: Backend) {
                         told.open.push(res.id);
                         continue;
                     }
-                    let pause = Duration::from_millis(rand::thread_rng().gen_range(0..5));
+                    let pause = Duration::from_millis(r.gen_range(0..5));
                     tokio::time::sleep(pause).await;
-                    if rand::thread_rng().gen_bool(0.6) {
+                    if r.gen_bool(0.6) {
                         match store.claim(&shop("s1"), res.id).await {
                             Ok(r) => {
                                 for a in r.lines {
@@ -229,7 +245,7 @@ pub async fn churn_matches_what_clients_were_told(b: Backend) {
                             }
                             Err(e) => panic!("claim: {e}"),
                         }
-                    } else if rand::thread_rng().gen_bool(0.9) {
+                    } else if r.gen_bool(0.9) {
                         store.release(&shop("s1"), res.id).await.expect("release");
                     } else {
                         told.open.push(res.id);

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use holdfast_core::{Backend, ConnTag, Error, StockChange, Store};
 use holdfast_sql::{ConnectOptions, StoreConfig, connect, connection_report, with_conn_tag};
@@ -111,6 +111,37 @@ fn pg_logged_statements(path: &std::path::Path, from: u64, db: &str) -> Vec<Stri
     out
 }
 
+/// Statements the PostgreSQL log shows for database `db` (at `url`, which
+/// logs every statement), from byte `from`, once the log has caught up: a
+/// marker statement is sent on a new session after everything else and the
+/// log is read until it shows the marker. Everything sent before it was
+/// logged before it, whether each backend writes the log itself or the
+/// logging collector writes it later; a fixed pause would be a guess.
+async fn pg_logged_statements_through_marker(
+    path: std::path::PathBuf,
+    from: u64,
+    url: String,
+    db: String,
+) -> Vec<String> {
+    let marker = format!("hf_log_marker_{:016x}", rand::random::<u64>());
+    let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query(&format!("SELECT '{marker}'")).execute(&mut c).await.unwrap();
+    c.close().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut statements = pg_logged_statements(&path, from, &db);
+        if let Some(i) = statements.iter().position(|s| s.contains(&marker)) {
+            statements.remove(i);
+            return statements;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path:?} never showed the marker statement {marker:?} of database {db} (30 s): is it the server's log?"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// SPEC §8 on PostgreSQL: every statement holdfast sent, as the server
 /// logged it, starts with a valid tag; caller tags appear where given.
 async fn postgres_statement_log_shows_every_tag() {
@@ -125,8 +156,7 @@ async fn postgres_statement_log_shows_every_tag() {
         opts.store = StoreConfig { pool_cap: 2, ..StoreConfig::default() };
         let store = connect(&opts).await.unwrap();
         workload(store).await;
-        tokio::time::sleep(Duration::from_millis(300)).await; // the logger writes asynchronously
-        let statements = pg_logged_statements(&log, from, &name);
+        let statements = pg_logged_statements_through_marker(log, from, db.url.clone(), name.clone()).await;
         assert!(statements.len() > 20, "too few statements logged ({}): {statements:?}", statements.len());
         let callers: BTreeSet<&str> = ["checkout_completion", "cart_sweeper"].into();
         let mut tags = BTreeSet::new();
@@ -154,28 +184,59 @@ async fn mysql_general_log_shows_every_tag() {
     with_db(Backend::MySql, StoreConfig::default(), |db| async move {
         let name = db.url.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
         let mut admin = sqlx::MySqlConnection::connect(&server_url(Backend::MySql)).await.unwrap();
+        // The general log is a switch of the whole server: a second run of
+        // this test (another process on the same server) that turned it on
+        // or off in the middle of this one would break both, and could leave
+        // it on for good. A named lock makes the runs take turns; it goes
+        // with this connection, so even a crashed run gives it back.
+        let locked: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK('holdfast_test_general_log', 300)")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+        assert_eq!(locked, Some(1), "another run held the general log for 5 minutes");
         let was: (i64, String) =
             sqlx::query_as("SELECT @@global.general_log, @@global.log_output").fetch_one(&mut admin).await.unwrap();
+        if !was.1.to_ascii_uppercase().contains("TABLE") {
+            // Nobody logs to the table now: what it holds is left from
+            // earlier runs. It is never trimmed otherwise (a CSV table,
+            // scanned whole by the query below).
+            sqlx::query("TRUNCATE TABLE mysql.general_log").execute(&mut admin).await.unwrap();
+        }
+        // mysql.general_log keeps rows across server restarts, and thread ids
+        // start again from 1 after one: only rows from now on are this run's.
+        let since: String = sqlx::query_scalar("SELECT CAST(NOW(6) AS CHAR)").fetch_one(&mut admin).await.unwrap();
         sqlx::query("SET GLOBAL log_output = 'TABLE,FILE'").execute(&mut admin).await.unwrap();
         sqlx::query("SET GLOBAL general_log = 1").execute(&mut admin).await.unwrap();
-        let mut opts = ConnectOptions::new(&db.url);
-        opts.store = StoreConfig { pool_cap: 2, ..StoreConfig::default() };
-        let store = connect(&opts).await.unwrap();
-        workload(store.clone()).await;
-        let rows = sqlx::query(
-            "SELECT CONVERT(argument USING utf8mb4) AS sql_text FROM mysql.general_log
-             WHERE command_type IN ('Query', 'Execute')
-               AND thread_id IN (SELECT thread_id FROM mysql.general_log
-                                 WHERE command_type = 'Connect' AND CONVERT(argument USING utf8mb4) LIKE ?)",
-        )
-        .bind(format!("%{name}%"))
-        .fetch_all(&mut admin)
-        .await
-        .unwrap();
+        // Whatever the workload does, the server's switches are put back.
+        let url = db.url.clone();
+        let done = tokio::spawn(async move {
+            let mut opts = ConnectOptions::new(&url);
+            opts.store = StoreConfig { pool_cap: 2, ..StoreConfig::default() };
+            workload(connect(&opts).await.unwrap()).await
+        })
+        .await;
         if was.0 == 0 {
             sqlx::query("SET GLOBAL general_log = 0").execute(&mut admin).await.unwrap();
         }
         sqlx::query(&format!("SET GLOBAL log_output = '{}'", was.1)).execute(&mut admin).await.unwrap();
+        if let Err(e) = done {
+            std::panic::resume_unwind(e.into_panic());
+        }
+        let rows = sqlx::query(
+            "SELECT CONVERT(argument USING utf8mb4) AS sql_text FROM mysql.general_log
+             WHERE command_type IN ('Query', 'Execute') AND event_time >= ?
+               AND thread_id IN (SELECT thread_id FROM mysql.general_log
+                                 WHERE command_type = 'Connect' AND event_time >= ?
+                                   AND CONVERT(argument USING utf8mb4) LIKE ?)",
+        )
+        .bind(&since)
+        .bind(&since)
+        .bind(format!("%{name}%"))
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        let _: Option<i64> =
+            sqlx::query_scalar("SELECT RELEASE_LOCK('holdfast_test_general_log')").fetch_one(&mut admin).await.unwrap();
         let statements: Vec<String> = rows.iter().map(|r| r.get::<String, _>("sql_text")).collect();
         assert!(statements.len() > 20, "too few statements logged: {statements:?}");
         let callers: BTreeSet<&str> = ["checkout_completion", "cart_sweeper"].into();
@@ -216,21 +277,23 @@ async fn pg_stat_activity_shows_the_callers_tag() {
             with_conn_tag(tag, store.reserve(&request("s1", "k", vec![line("a", 3, None)]))).await
         });
         let mut admin = sqlx::PgConnection::connect(&server_url(Backend::Postgres)).await.unwrap();
-        let mut seen = None;
-        for _ in 0..100 {
-            seen = sqlx::query_scalar::<_, String>(
+        // Polled until the reserve waits: on a loaded machine it may take a
+        // while to get there, and the wait only ends when the blocker commits.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let query = loop {
+            let seen = sqlx::query_scalar::<_, String>(
                 "SELECT query FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'",
             )
             .bind(&name)
             .fetch_optional(&mut admin)
             .await
             .unwrap();
-            if seen.is_some() {
-                break;
+            if let Some(q) = seen {
+                break q;
             }
+            assert!(Instant::now() < deadline, "the reserve never waited on the ledger lock (30 s)");
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let query = seen.expect("the reserve never waited on the ledger lock");
+        };
         assert!(query.starts_with("/* conn_tag:checkout_completion */ /* op:reserve */"), "{query}");
         sqlx::query("COMMIT").execute(&mut blocker).await.unwrap();
         let r = waiting.await.unwrap().expect("reserve after the lock was released");

@@ -176,7 +176,10 @@ async fn short_reserve(
     gate: Arc<tokio::sync::Barrier>,
     first: bool,
 ) -> Outcome {
-    exec(&mut c, "SET SESSION innodb_lock_wait_timeout = 3").await;
+    // A fallback only: InnoDB reports the deadlock at once. At READ
+    // COMMITTED the second reserve waits for the first one's ledger lock
+    // until it commits, which on a loaded machine may take seconds.
+    exec(&mut c, "SET SESSION innodb_lock_wait_timeout = 30").await;
     exec(&mut c, begin).await;
     let r: sqlx::Result<()> = async {
         assert_eq!(take(&mut c, &[("hot", 1)]).await?, 0, "the pool starts empty");
