@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use holdfast_core::{Backend, Error, Store};
 use holdfast_redis::{Mode, ModeChange};
@@ -23,6 +23,41 @@ struct Outcomes {
     other: u64,
 }
 
+/// Phases of the run. An answer is counted under the phase it started and
+/// ended in; one whose phase changed while it was in flight (Redis stopped
+/// or started under it) is counted under `STRADDLED`. The transitional
+/// phases and `STRADDLED` are only checked for "sql and sql-primary never
+/// fail".
+const UP: usize = 0;
+const STOPPING: usize = 1;
+const DOWN: usize = 2;
+const RESTARTING: usize = 3;
+/// Redis is running again; the client has not answered through it yet.
+const RECOVERING: usize = 4;
+const BACK: usize = 5;
+const STRADDLED: usize = 6;
+const PHASES: [&str; 7] = ["up", "stopping", "down", "restarting", "recovering", "back", "straddled"];
+
+type Seen = Arc<Mutex<BTreeMap<(&'static str, usize), Outcomes>>>;
+
+/// Waits until `done` holds for what was seen, at most `limit`.
+async fn wait_for(seen: &Seen, limit: Duration, what: &str, done: impl Fn(&dyn Fn(&str, usize) -> Outcomes) -> bool) {
+    let started = Instant::now();
+    loop {
+        {
+            let seen = seen.lock().await;
+            let get = |s: &str, p: usize| {
+                seen.iter().find(|((k, q), _)| *k == s && *q == p).map(|(_, o)| *o).unwrap_or_default()
+            };
+            if done(&get) {
+                return;
+            }
+            assert!(started.elapsed() < limit, "{what}: not after {limit:?}: {seen:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn redis_stopped_and_restarted_during_load() {
     let mut own = OwnRedis::start();
@@ -33,24 +68,25 @@ async fn redis_stopped_and_restarted_during_load() {
         w.control.apply(&ModeChange::Shop { shop: shop(s), mode: Some(m) }).await.unwrap();
         stock(&*w.router, s, "hot", "wh", 100_000).await;
     }
-    // phase 0: Redis up, 1: Redis down, 2: Redis back.
-    let phase = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let phase = Arc::new(std::sync::atomic::AtomicUsize::new(UP));
     let stop = Arc::new(AtomicBool::new(false));
-    let seen: Arc<Mutex<BTreeMap<(&str, usize), Outcomes>>> = Arc::default();
+    let seen: Seen = Arc::default();
     let mut tasks = Vec::new();
     for (s, _) in shops {
         for t in 0..2 {
             let (router, phase, stop, seen) = (w.router.clone(), phase.clone(), stop.clone(), seen.clone());
             tasks.push(tokio::spawn(async move {
                 let mut n = 0;
-                while !stop.load(Ordering::Relaxed) {
+                while !stop.load(Ordering::SeqCst) {
                     n += 1;
-                    let p = phase.load(Ordering::Relaxed);
+                    let began = phase.load(Ordering::SeqCst);
                     let answer = router.reserve(&request(s, &format!("t{t}-{n}"), vec![line("hot", 1, None)])).await;
                     let answer = match answer {
                         Ok(r) => router.claim(&shop(s), r.reservation.id).await.map(|_| ()),
                         Err(e) => Err(e),
                     };
+                    let ended = phase.load(Ordering::SeqCst);
+                    let p = if began == ended { began } else { STRADDLED };
                     let mut seen = seen.lock().await;
                     let o = seen.entry((s, p)).or_default();
                     match answer {
@@ -68,40 +104,79 @@ async fn redis_stopped_and_restarted_during_load() {
             }));
         }
     }
+    // Each phase lasts at least as long as it used to, and until every shop
+    // has answers in it, however slow the machine: a phase that ended on
+    // the clock alone could hold too few answers to show anything.
+    let limit = Duration::from_secs(60);
+    let enough = 5;
     tokio::time::sleep(Duration::from_millis(800)).await;
+    wait_for(&seen, limit, "holds in every shop before the stop", |get| {
+        shops.iter().all(|(s, _)| get(s, UP).held >= enough)
+    })
+    .await;
+
+    phase.store(STOPPING, Ordering::SeqCst);
     own.stop();
-    phase.store(1, Ordering::Relaxed);
+    phase.store(DOWN, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_for(&seen, limit, "answers in every shop while Redis is down", |get| {
+        get("f-sql", DOWN).held >= enough
+            && get("f-primary", DOWN).held >= enough
+            && get("f-redis", DOWN).unavailable >= enough
+            && get("f-shadow", DOWN).unavailable >= enough
+    })
+    .await;
+
+    phase.store(RESTARTING, Ordering::SeqCst);
     own.restart();
-    // The ConnectionManager reconnects on its own; give it a moment before
-    // counting answers as "after the restart".
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    phase.store(2, Ordering::Relaxed);
+    let restarted = Instant::now();
+    phase.store(RECOVERING, Ordering::SeqCst);
+    // The ConnectionManager reconnects on its own (after the breaker's half
+    // second): "back" starts once Redis has answered, not after a guess.
+    wait_for(&seen, Duration::from_secs(20), "Redis answering again after its restart", |get| {
+        ["f-redis", "f-shadow"].iter().all(|s| {
+            let o = get(s, RECOVERING);
+            o.held + o.refused > 0
+        })
+    })
+    .await;
+    println!("Redis answered again {:?} after its restart", restarted.elapsed());
+    phase.store(BACK, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(800)).await;
-    stop.store(true, Ordering::Relaxed);
+    wait_for(&seen, limit, "answers in every shop after the restart", |get| {
+        shops.iter().all(|(s, _)| {
+            let o = get(s, BACK);
+            o.held + o.refused + o.unavailable + o.other >= enough
+        })
+    })
+    .await;
+    stop.store(true, Ordering::SeqCst);
     for t in tasks {
         t.await.unwrap();
     }
     let seen = seen.lock().await;
     for ((s, p), o) in seen.iter() {
-        println!("{s} phase {p}: {o:?}");
+        println!("{s} {}: {o:?}", PHASES[*p]);
     }
     let get = |s: &'static str, p: usize| seen.get(&(s, p)).copied().unwrap_or_default();
-    for p in 0..3 {
-        // sql: never affected.
-        let o = get("f-sql", p);
-        assert!(o.held > 0 && o.unavailable + o.other + o.refused == 0, "f-sql phase {p}: {o:?}");
-        // sql-primary: SQL decides, Redis failures are only counted.
-        let o = get("f-primary", p);
-        assert!(o.held > 0 && o.unavailable + o.other + o.refused == 0, "f-primary phase {p}: {o:?}");
+    for p in [UP, DOWN, BACK] {
+        // sql: never affected; sql-primary: SQL decides, Redis failures are
+        // only counted. Both answer in every phase.
+        for s in ["f-sql", "f-primary"] {
+            assert!(get(s, p).held > 0, "{s} {}: {:?}", PHASES[p], get(s, p));
+        }
+    }
+    // Neither ever fails, not even across a stop or a start.
+    for ((s, p), o) in seen.iter().filter(|((s, _), _)| ["f-sql", "f-primary"].contains(s)) {
+        assert!(o.unavailable + o.other + o.refused == 0, "{s} {}: {o:?}", PHASES[*p]);
     }
     for s in ["f-redis", "f-shadow"] {
-        assert!(get(s, 0).held > 0, "{s} before");
-        let down = get(s, 1);
+        assert!(get(s, UP).held > 0, "{s} before");
+        let down = get(s, DOWN);
         assert!(down.unavailable > 0 && down.other == 0 && down.held == 0, "{s} down: {down:?}");
         // Redis keeps nothing on disk here: it came back empty, so the shop
         // answers again (no more 503) but has no counters until reconciled.
-        let back = get(s, 2);
+        let back = get(s, BACK);
         assert!(back.unavailable == 0 && back.other == 0, "{s} back: {back:?}");
     }
     assert!(w.router.shadow_counts().mirror_errors > 0, "{:?}", w.router.shadow_counts());

@@ -159,32 +159,64 @@ pub struct OwnRedis {
 }
 
 impl OwnRedis {
+    /// Starts on a port the OS had free a moment ago. Someone else may take
+    /// it in between (the port is released before redis-server binds it):
+    /// then our server exits and the port answers for another process, so
+    /// [`OwnRedis::try_start`] checks the server's pid and another port is
+    /// tried.
     pub fn start() -> Self {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
-            l.local_addr().unwrap().port()
-        };
-        let mut r = Self { port, child: None };
-        r.restart();
-        r
+        for _ in 0..20 {
+            let port = {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("free port");
+                l.local_addr().unwrap().port()
+            };
+            let mut r = Self { port, child: None };
+            if r.try_start() {
+                return r;
+            }
+        }
+        panic!("redis-server did not start on any of 20 free ports");
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// Starts redis-server again on the same port (the clients keep the URL).
     pub fn restart(&mut self) {
-        let child = Command::new("redis-server")
+        assert!(self.try_start(), "redis-server did not come back on port {}: the port was taken", self.port);
+    }
+
+    /// Spawns redis-server on `self.port`; true once it answers there with
+    /// its own pid, false if it exited (port taken).
+    fn try_start(&mut self) -> bool {
+        let mut child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(["--daemonize", "no"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed");
-        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server on port {} did not start", self.port);
+        loop {
+            if child.try_wait().expect("redis-server status").is_some() {
+                return false;
+            }
+            if let Some(pid) = server_pid(self.port) {
+                if pid == child.id() {
+                    self.child = Some(child);
+                    return true;
+                }
+                // Another process listens there; ours will fail to bind.
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("redis-server on port {} did not start within 10 s", self.port);
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -193,6 +225,30 @@ impl OwnRedis {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+}
+
+/// The `process_id` a Redis server on `port` reports (`INFO server`), if
+/// one answers there.
+fn server_pid(port: u16) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(rest) = text.split("process_id:").nth(1)
+            && let Some((pid, _)) = rest.split_once("\r\n")
+        {
+            return pid.parse().ok();
         }
     }
 }
