@@ -118,9 +118,26 @@ pub async fn postgres_log_shows_http_caller_tags_and_no_hostile_request() {
         }
         let (status, _) = reserve_tagged(&app, b"checkout_completion", "friendly-key").await;
         assert_eq!(status, StatusCode::CREATED);
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await; // the logger writes asynchronously
-        let text = std::fs::read(&log).unwrap();
-        let text = String::from_utf8_lossy(&text[from..]);
+        // Read the log once it has caught up: a marker statement sent on a
+        // new session after every request is logged after all of theirs,
+        // whether each backend writes the log itself or the logging
+        // collector writes it later. A fixed pause would be a guess, and the
+        // "never reached the database" checks below would pass on a log
+        // that had not caught up.
+        let marker = format!("hf_log_marker_{:016x}", rand::random::<u64>());
+        let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
+        sqlx::query(&format!("SELECT '{marker}'")).execute(&mut c).await.unwrap();
+        c.close().await.unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let text = loop {
+            let text = std::fs::read(&log).unwrap();
+            let text = String::from_utf8_lossy(&text[from..]).into_owned();
+            if text.contains(&marker) {
+                break text;
+            }
+            assert!(std::time::Instant::now() < deadline, "{log:?} never showed the marker {marker:?} (30 s)");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         let mine: Vec<&str> = text.lines().filter(|l| l.contains(&format!("@{name} "))).collect();
         assert!(
             mine.iter().any(|l| l.contains("/* conn_tag:checkout_completion */ /* op:reserve */")),

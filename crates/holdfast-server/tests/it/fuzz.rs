@@ -189,12 +189,16 @@ pub async fn generated_bodies_never_5xx_and_4xx_change_nothing(b: Backend) {
             }
         }
         let mut ids = Vec::new();
+        // Long holds, like the generator's: with the default 600 s, a run
+        // slower than that (about 35 s on an idle machine) would see a seed
+        // hold expire, and a refused claim or reserve expiring it is a
+        // legitimate change after a 4xx.
         for (k, item) in [("seed-1", "a"), ("seed-2", "b")] {
             let (_, r) = app
                 .post(
                     "/v1/shops/s1/reservations",
                     &app.s1,
-                    json!({ "key": k, "lines": [{ "item": item, "quantity": 1 }] }),
+                    json!({ "key": k, "lines": [{ "item": item, "quantity": 1 }], "ttl_seconds": 86_400 }),
                 )
                 .await;
             ids.push(r["id"].as_i64().unwrap());
