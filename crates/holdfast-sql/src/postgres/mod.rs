@@ -32,6 +32,15 @@ macro_rules! raw {
     };
 }
 
+/// A statement that starts with `queries/pick_units.sql` (the units each
+/// line locks) and goes on with `queries/<name>.sql`: the fast path and the
+/// slow path pick units with the same text.
+macro_rules! after_pick {
+    ($name:literal) => {
+        concat!(raw!("pick_units"), raw!($name))
+    };
+}
+
 /// A statement from `queries/` with the comment naming who sends it (see
 /// `tag.rs`); a temporary, so use it where the statement is sent.
 macro_rules! q {
@@ -62,10 +71,10 @@ fn head(row: &PgRow) -> sqlx::Result<Head> {
     })
 }
 
-/// `take_units.sql` with a plain `FOR UPDATE`: the same statement, waiting for
+/// `pick_units.sql` + `take_units.sql` with a plain `FOR UPDATE`: the same statement, waiting for
 /// rows other transactions hold instead of skipping them.
 static TAKE_UNITS_WAITING: LazyLock<String> = LazyLock::new(|| {
-    let sql = raw!("take_units");
+    let sql = after_pick!("take_units");
     assert!(sql.contains("\n        FOR UPDATE SKIP LOCKED\n"));
     sql.replacen("\n        FOR UPDATE SKIP LOCKED\n", "\n        FOR UPDATE\n", 1)
 });
@@ -194,7 +203,7 @@ impl Dialect for Pg {
         let items: Vec<String> = wants.iter().map(|w| text(&w.item)).collect();
         let locs: Vec<Option<String>> = wants.iter().map(|w| w.location.as_ref().map(text)).collect();
         let qtys: Vec<i32> = wants.iter().map(|w| w.qty as i32).collect();
-        let rows = sqlx::query(q!("reserve_fast"))
+        let rows = sqlx::query(&crate::tag::sql(after_pick!("reserve_fast")))
             .bind(shop.as_str())
             .bind(items)
             .bind(locs)
@@ -237,7 +246,7 @@ impl Dialect for Pg {
     }
 
     async fn take_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
-        take(c, shop, wants, raw!("take_units")).await
+        take(c, shop, wants, after_pick!("take_units")).await
     }
 
     async fn take_units_waiting(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {

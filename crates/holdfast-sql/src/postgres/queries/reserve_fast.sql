@@ -1,31 +1,14 @@
 -- Reserve, fast path, in one autocommit statement (one round trip, one
 -- commit: the same cost as the single INSERT of the bench's "ceiling").
--- For every wanted (item, location), lock up to `qty` free unit rows with
--- SKIP LOCKED (as take_units does). Only when every line got all it asked
+-- After pick_units.sql (each line's unit rows locked with SKIP LOCKED, as
+-- for take_units.sql): only when every line got all it asked
 -- for and the idempotency key is new are the rows deleted and the hold
 -- inserted; otherwise nothing changes and the locks go with the statement.
 -- Two requests racing with one new key: the second INSERT waits for the
 -- first and fails with a unique violation, which aborts this whole
 -- statement (its deletes too); the caller answers it as a replay.
 -- Lock order: pool rows (SKIP LOCKED, never waits), then the hold's rows.
-WITH want AS (
-    SELECT w.item_id,
-           COALESCE(w.location_id, (
-               SELECT l.location_id FROM inventory_levels l
-               WHERE l.shop_id = $1 AND l.item_id = w.item_id
-               ORDER BY l.location_id LIMIT 1)) AS location_id,
-           w.qty
-    FROM unnest($2::text[], $3::text[], $4::int[]) AS w (item_id, location_id, qty)
-), picked AS (
-    SELECT u.item_id, u.location_id, u.id
-    FROM want CROSS JOIN LATERAL (
-        SELECT ru.item_id, ru.location_id, ru.id
-        FROM reservation_units ru
-        WHERE ru.shop_id = $1 AND ru.item_id = want.item_id AND ru.location_id = want.location_id
-        LIMIT want.qty
-        FOR UPDATE SKIP LOCKED
-    ) AS u
-), got AS (
+, got AS (
     SELECT item_id, location_id, count(*)::int AS n FROM picked GROUP BY item_id, location_id
 ), verdict AS (
     SELECT NOT EXISTS (
