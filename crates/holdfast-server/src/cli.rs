@@ -187,7 +187,9 @@ async fn fetch_connections(args: &ConnReportArgs) -> Result<serde_json::Value, (
     Ok(body)
 }
 
-/// The report as a table, longest total hold time first.
+/// The report (`{"tags": [...]}`, as `GET /admin/connections` answers) as a
+/// table, longest total hold time first. A `hold_seconds_max` of null (not
+/// known, e.g. in a bench run's share) shows as `-`.
 pub fn conn_table(body: &serde_json::Value) -> String {
     use std::fmt::Write;
     let mut rows: Vec<&serde_json::Value> = body["tags"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
@@ -203,14 +205,14 @@ pub fn conn_table(body: &serde_json::Value) -> String {
         let n = |k: &str| r[k].as_u64().unwrap_or(0);
         let _ = writeln!(
             out,
-            "{:<32} {:>10} {:>12} {:>11} {:>11.3} {:>9.2} {:>9.2}",
+            "{:<32} {:>10} {:>12} {:>11} {:>11.3} {:>9.2} {:>9}",
             r["tag"].as_str().unwrap_or("?"),
             n("checkouts"),
             n("transactions"),
             n("statements"),
             f(r, "hold_seconds_total"),
             f(r, "hold_seconds_mean") * 1000.0,
-            f(r, "hold_seconds_max") * 1000.0,
+            r["hold_seconds_max"].as_f64().map(|m| format!("{:.2}", m * 1000.0)).unwrap_or_else(|| "-".into()),
         );
     }
     out

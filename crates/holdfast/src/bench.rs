@@ -94,33 +94,19 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
     Ok(if report.sale.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
-/// Connection hold per conn tag during the sale, as `holdfast conn-report`
-/// lays it out.
+/// Connection hold per conn tag during the sale, laid out by the table of
+/// `holdfast conn-report`.
 fn connection_table(rows: &[ConnHold]) -> String {
-    use std::fmt::Write;
     let mut out = String::from("connection hold per tag during the sale (longest total first):\n");
     if rows.is_empty() {
         out.push_str("  none recorded\n");
         return out;
     }
-    let _ = writeln!(
-        out,
-        "  {:<24} {:>10} {:>12} {:>11} {:>10} {:>9} {:>9}",
-        "TAG", "CHECKOUTS", "TRANSACTIONS", "STATEMENTS", "TOTAL S", "MEAN MS", "MAX MS"
-    );
-    for r in rows {
-        let max = r.hold_seconds_max.map(|m| format!("{:.2}", m * 1000.0)).unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            out,
-            "  {:<24} {:>10} {:>12} {:>11} {:>10.3} {:>9.2} {:>9}",
-            r.tag,
-            r.checkouts,
-            r.transactions,
-            r.statements,
-            r.hold_seconds_total,
-            r.hold_seconds_mean * 1000.0,
-            max
-        );
+    let table = holdfast_server::cli::conn_table(&serde_json::json!({ "tags": rows }));
+    for line in table.lines() {
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
     }
     out
 }
