@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use holdfast_core::{Error, Invalid, ShopId, Ttl};
-use holdfast_redis::{ControlDb, RedisOptions, RedisStore};
+use holdfast_redis::{RedisOptions, RedisStore};
 use holdfast_sql::{ConnectOptions, StoreConfig};
 use serde::Serialize;
 use sqlx::Connection;
@@ -281,25 +281,23 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
         BenchBackend::Redis => {
             // The ledger's tables (legacy_ledger) come with holdfast's migrations.
             let mut c = ConnectOptions::new(&url);
-            c.max_connections = 2;
+            c.max_connections = opts.max_connections;
             c.acquire_timeout = Duration::from_secs(60);
-            holdfast_sql::connect(&c).await?.migrate().await?;
-            let db = ControlDb::connect(&url, opts.max_connections).await?;
+            let db = holdfast_sql::open(&c).await?;
+            db.store.migrate().await?;
             let mut r = RedisOptions::new(redis_url);
             r.prefix = redis_prefix(run_id);
             // Generous: a reply slower than this opens the store's breaker and
             // fails every call for 500 ms, which a loaded bench must not trip.
             r.timeout = Duration::from_secs(10) + Duration::from_secs_f64(opts.db_latency_ms * 4.0 / 1000.0);
-            let store = RedisStore::new(r, db)?;
+            let store = RedisStore::new(r, db.legacy.clone())?;
             store.ping().await?;
             if opts.db_latency_ms > 0.0 && upstream_of(&url).is_none() {
                 notes.push("--db-latency delays Redis only: the SQL ledger is a local SQLite file".into());
             }
-            notes.push(
-                "connection hold per tag: not reported (the legacy store's ledger statements carry no conn tag)".into(),
-            );
             let mut t = StoreTarget::new(Arc::new(store), ShopId::new(run_id)?);
             t.ttl = Ttl::from_secs(Ttl::MAX_SECS as i64)?;
+            t.conn_report = true;
             (Arc::new(t), "redis".into(), Some(scheme))
         }
         _ => {

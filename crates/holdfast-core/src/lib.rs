@@ -1,15 +1,18 @@
 //! holdfast's domain: identifiers, requests, reservations, stock levels, the
-//! accounting invariant, the errors every interface shares, and the `Store`
-//! trait each backend implements. Nothing here does I/O.
+//! accounting invariant, the errors every interface shares, the `Store`
+//! trait each backend implements, and the modes of the migration off Redis.
+//! Nothing here does I/O.
 
 pub mod error;
 pub mod ids;
 pub mod model;
+pub mod modes;
 pub mod store;
 pub mod token;
 
 pub use error::{Error, Invalid, Result, Shortfall};
 pub use ids::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
 pub use model::*;
+pub use modes::{LedgerRow, LegacyLedger, Mode, ModeStore, Rules, bucket};
 pub use store::{Backend, Store};
 pub use token::{TokenRecord, TokenStore};

@@ -2,13 +2,12 @@
 //! Every subcommand writes to the database the serving processes poll, so a
 //! change reaches all of them within a second, without a restart.
 
-use std::sync::Arc;
+use holdfast_core::{Error, ShopId};
 
-use holdfast_core::{Error, ShopId, Store};
+use holdfast_core::Mode;
 
-use crate::modes::{Mode, ModeChange, ModeControl};
+use crate::modes::{ModeChange, ModeControl};
 use crate::reconcile::{Direction, reconcile};
-use crate::sql::ControlDb;
 use crate::store::{RedisOptions, RedisStore};
 
 #[derive(Debug, clap::Args)]
@@ -68,11 +67,9 @@ fn print<T: serde::Serialize>(json: bool, value: &T, text: impl FnOnce() -> Stri
     }
 }
 
-/// Runs one `holdfast mode` command against the database at `database_url`
-/// (whose holdfast store is `sql`).
-pub async fn run(args: ModeArgs, sql: Arc<dyn Store>, database_url: &str) -> Result<(), Error> {
-    let db = ControlDb::connect(database_url, 2).await?;
-    let control = ModeControl::load(db.clone()).await?;
+/// Runs one `holdfast mode` command against the database `db`.
+pub async fn run(args: ModeArgs, db: &holdfast_sql::Database) -> Result<(), Error> {
+    let control = ModeControl::load(db.modes.clone()).await?;
     let json = args.json;
     match args.command {
         ModeCommand::Show { shops } => {
@@ -114,9 +111,9 @@ pub async fn run(args: ModeArgs, sql: Arc<dyn Store>, database_url: &str) -> Res
         ModeCommand::Reconcile { shop, from } => {
             let mut opts = RedisOptions::new(args.redis_url);
             opts.prefix = args.redis_prefix;
-            let redis = RedisStore::new(opts, db.clone())?;
+            let redis = RedisStore::new(opts, db.legacy.clone())?;
             redis.ping().await?;
-            let report = reconcile(&*sql, &redis, &db, &shop, from).await?;
+            let report = reconcile(&*db.store, &redis, &*db.legacy, &shop, from).await?;
             print(json, &report, || {
                 let mut out = format!("reconciled shop {shop} ({:?}): {} location(s)\n", from, report.rows.len());
                 for r in &report.rows {

@@ -12,18 +12,17 @@ pub mod modes;
 pub mod reconcile;
 pub mod router;
 pub mod shadow;
-pub mod sql;
 pub mod store;
 
 use std::sync::Arc;
 
 use holdfast_core::{Error, Store};
 
-pub use modes::{KillSwitch, Mode, ModeChange, ModeControl, ModesView, Rules};
+pub use holdfast_core::{Mode, Rules};
+pub use modes::{KillSwitch, ModeChange, ModeControl, ModesView};
 pub use reconcile::{Direction, ReconcileReport};
 pub use router::ModeRouter;
 pub use shadow::{ShadowConfig, ShadowCounts};
-pub use sql::ControlDb;
 pub use store::{ClaimOrder, InjectedFault, REDIS_ID_BASE, RedisOptions, RedisStore, is_redis_id};
 
 /// Everything a serving process needs to run shops in their modes.
@@ -35,21 +34,15 @@ pub struct Migration {
 }
 
 impl Migration {
-    /// Wraps the SQL store of `database_url` in a [`ModeRouter`]: reads the
-    /// mode rules (failing if they cannot be read), starts the poller that
-    /// follows them, and the shadow mirror. Redis is connected lazily, so a
-    /// Redis outage at start does not stop `sql` shops.
-    pub async fn build(
-        sql: Arc<dyn Store>,
-        database_url: &str,
-        redis: RedisOptions,
-        shadow: ShadowConfig,
-    ) -> Result<Self, Error> {
-        let db = ControlDb::connect(database_url, 4).await?;
-        let control = ModeControl::load(db.clone()).await?;
+    /// Wraps the SQL store of `db` in a [`ModeRouter`]: reads the mode rules
+    /// (failing if they cannot be read), starts the poller that follows them,
+    /// and the shadow mirror. Redis is connected lazily, so a Redis outage at
+    /// start does not stop `sql` shops.
+    pub async fn build(db: &holdfast_sql::Database, redis: RedisOptions, shadow: ShadowConfig) -> Result<Self, Error> {
+        let control = ModeControl::load(db.modes.clone()).await?;
         control.spawn_poller();
-        let redis = Arc::new(RedisStore::new(redis, db)?);
-        let router = Arc::new(ModeRouter::new(sql, redis.clone(), control.clone(), shadow));
+        let redis = Arc::new(RedisStore::new(redis, db.legacy.clone())?);
+        let router = Arc::new(ModeRouter::new(db.store.clone(), redis.clone(), control.clone(), shadow));
         Ok(Self { router, control, redis })
     }
 

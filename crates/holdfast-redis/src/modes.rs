@@ -1,123 +1,21 @@
-//! Which store decides for which shop: the four modes of SPEC §7, the rules
-//! that assign them (explicit shop lists, percentages by a stable hash of
-//! shop_id, the kill switch), and [`ModeControl`], which keeps every serving
-//! process within a poll interval (half a second) of the rules in the
-//! database. The admin API for `/admin/modes` and `/admin/kill-switch` is
-//! here too, as plain async functions with serde types.
+//! Which store decides for which shop: [`ModeControl`] keeps every serving
+//! process within a poll interval (half a second) of the mode rules in the
+//! database (the modes and rules themselves are `holdfast_core::modes`). The
+//! admin API for `/admin/modes` and `/admin/kill-switch` is here too, as
+//! plain async functions with serde types.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use holdfast_core::{Error, Invalid, ShopId};
+use holdfast_core::{Error, Invalid, Mode, ModeStore, Rules, ShopId};
 use serde::{Deserialize, Serialize};
-
-use crate::sql::ControlDb;
-
-/// A shop's mode, in the order a shop moves through them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// Legacy only: Redis decides, SQL is not involved beyond its ledger.
-    Redis,
-    /// Redis decides; every operation is mirrored to SQL off the critical
-    /// path and the two answers are compared.
-    Shadow,
-    /// SQL decides; Redis is updated after each commit so it stays current.
-    SqlPrimary,
-    /// holdfast only.
-    Sql,
-}
-
-impl Mode {
-    pub const ALL: [Mode; 4] = [Mode::Redis, Mode::Shadow, Mode::SqlPrimary, Mode::Sql];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Redis => "redis",
-            Mode::Shadow => "shadow",
-            Mode::SqlPrimary => "sql-primary",
-            Mode::Sql => "sql",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Mode {
-    type Err = Invalid;
-    fn from_str(s: &str) -> Result<Self, Invalid> {
-        Mode::ALL
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| Invalid::new("mode", format!("must be redis, shadow, sql-primary or sql (got {s:?})")))
-    }
-}
-
-/// A shop's place in the rollout, 0..10,000 (basis points): FNV-1a of the
-/// shop id. Stable across processes, releases and platforms, so a shop that
-/// is in at 5% stays in at 10%.
-pub fn bucket(shop: &ShopId) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in shop.as_str().bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (h % 10_000) as u32
-}
-
-/// The rules as stored in the database.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rules {
-    /// Explicit assignments; they win over percentages.
-    pub shops: BTreeMap<ShopId, Mode>,
-    /// For shadow, sql-primary and sql: the percentage of shops at that mode
-    /// *or a later one*. `shadow 100, sql-primary 10` puts 10% of shops on
-    /// sql-primary and the other 90% in shadow. The lowest buckets advance
-    /// first, so raising a percentage only ever moves shops forward.
-    pub rollout: BTreeMap<Mode, u8>,
-    /// Engaged: every shop that would be sql-primary is served as shadow
-    /// (Redis decides again, SQL keeps being mirrored so the shop can go
-    /// forward again without a reconcile).
-    pub kill_switch: bool,
-}
-
-impl Rules {
-    /// The mode the rules give `shop`, before the kill switch.
-    pub fn assigned(&self, shop: &ShopId) -> Mode {
-        if let Some(m) = self.shops.get(shop) {
-            return *m;
-        }
-        let b = bucket(shop);
-        for m in [Mode::Sql, Mode::SqlPrimary, Mode::Shadow] {
-            let pct = self.rollout.get(&m).copied().unwrap_or(0) as u32;
-            if b < pct * 100 {
-                return m;
-            }
-        }
-        Mode::Redis
-    }
-
-    /// The mode `shop` is served in now.
-    pub fn mode_of(&self, shop: &ShopId) -> Mode {
-        match self.assigned(shop) {
-            Mode::SqlPrimary if self.kill_switch => Mode::Shadow,
-            m => m,
-        }
-    }
-}
 
 /// The rules of one database, kept fresh by a poller, and the admin API.
 #[derive(Debug)]
 pub struct ModeControl {
-    db: ControlDb,
+    db: Arc<dyn ModeStore>,
     /// The rules in force, and the ticket of the read they came from.
     rules: RwLock<(u64, Arc<Rules>)>,
     /// Tickets for reads: a read that started earlier never replaces the
@@ -133,7 +31,7 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 impl ModeControl {
     /// Reads the rules once; fails if the database cannot be read (a process
     /// must not start serving on guessed modes).
-    pub async fn load(db: ControlDb) -> Result<Arc<Self>, Error> {
+    pub async fn load(db: Arc<dyn ModeStore>) -> Result<Arc<Self>, Error> {
         let rules = db.load_rules().await?;
         Ok(Arc::new(Self {
             db,
@@ -186,10 +84,6 @@ impl ModeControl {
 
     pub fn mode_of(&self, shop: &ShopId) -> Mode {
         self.rules.read().expect("rules lock").1.mode_of(shop)
-    }
-
-    pub fn db(&self) -> &ControlDb {
-        &self.db
     }
 
     pub fn poll_errors(&self) -> u64 {
@@ -282,35 +176,6 @@ mod tests {
 
     fn shop(s: &str) -> ShopId {
         ShopId::new(s).unwrap()
-    }
-
-    #[test]
-    fn the_same_shops_stay_in_as_the_percentage_grows() {
-        let shops: Vec<ShopId> = (0..2000).map(|n| shop(&format!("shop-{n}"))).collect();
-        let mut before: Vec<&ShopId> = Vec::new();
-        for pct in [0u8, 1, 5, 10, 25, 50, 100] {
-            let rules = Rules { rollout: [(Mode::Sql, pct)].into(), ..Rules::default() };
-            let now: Vec<&ShopId> = shops.iter().filter(|s| rules.mode_of(s) == Mode::Sql).collect();
-            assert!(before.iter().all(|s| now.contains(s)), "a shop left at {pct}%");
-            let share = now.len() as f64 / shops.len() as f64 * 100.0;
-            assert!((share - pct as f64).abs() < 3.5, "{pct}% gave {share:.1}%");
-            before = now;
-        }
-    }
-
-    #[test]
-    fn pins_win_and_the_kill_switch_only_moves_sql_primary() {
-        let mut rules = Rules {
-            rollout: [(Mode::Shadow, 100), (Mode::SqlPrimary, 100)].into(),
-            shops: [(shop("pinned"), Mode::Sql), (shop("legacy"), Mode::Redis)].into(),
-            kill_switch: false,
-        };
-        assert_eq!(rules.mode_of(&shop("any")), Mode::SqlPrimary);
-        assert_eq!(rules.mode_of(&shop("legacy")), Mode::Redis);
-        rules.kill_switch = true;
-        assert_eq!(rules.mode_of(&shop("any")), Mode::Shadow);
-        assert_eq!(rules.mode_of(&shop("pinned")), Mode::Sql);
-        assert_eq!(bucket(&shop("s1")), bucket(&shop("s1")));
     }
 
     #[test]

@@ -11,10 +11,9 @@
 //! again after the longest hold TTL, and confirm with shadow mode reading
 //! zero mismatches.
 
-use holdfast_core::{Error, ItemId, LocationId, ShopId, StockChange, Store};
+use holdfast_core::{Error, ItemId, LegacyLedger, LocationId, ShopId, StockChange, Store};
 use serde::{Deserialize, Serialize};
 
-use crate::sql::ControlDb;
 use crate::store::RedisStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -45,7 +44,7 @@ pub struct ReconcileReport {
 pub async fn reconcile(
     sql: &dyn Store,
     redis: &RedisStore,
-    db: &ControlDb,
+    ledger: &dyn LegacyLedger,
     shop: &ShopId,
     direction: Direction,
 ) -> Result<ReconcileReport, Error> {
@@ -53,7 +52,7 @@ pub async fn reconcile(
     match direction {
         Direction::FromSql => {
             let redis_now = redis.shop_quantities(shop).await?;
-            for (item, location) in db.sql_locations(shop).await? {
+            for (item, location) in ledger.stocked_locations(shop).await? {
                 let levels = sql.levels(shop, &item).await?;
                 let Some(l) = levels.locations.into_iter().find(|l| l.location == location) else { continue };
                 let before = redis_now

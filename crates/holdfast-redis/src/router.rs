@@ -18,11 +18,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use holdfast_core::{
-    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation, ReservationId,
+    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Mode, Reservation, ReservationId,
     ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
 };
 
-use crate::modes::{Mode, ModeControl};
+use crate::modes::ModeControl;
 use crate::shadow::{Decision, MirrorOp, Settle, Shadow, ShadowConfig, ShadowCounts};
 use crate::store::{RedisStore, is_redis_id};
 

@@ -25,8 +25,8 @@
 //! The router uses that to send a claim to the store that made the hold,
 //! whatever the shop's mode is now.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -36,9 +36,8 @@ use holdfast_core::{
     Reservation, ReservationId, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall, StockChange, Store,
     StoreStats, Ttl,
 };
+use holdfast_core::{LedgerRow, LegacyLedger};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
-use crate::sql::{ControlDb, LedgerRow};
 
 /// The first reservation id the Redis store hands out.
 pub const REDIS_ID_BASE: i64 = 1_000_000_000_000_000;
@@ -113,7 +112,7 @@ pub struct RedisStore {
     client: redis::Client,
     conn: tokio::sync::Mutex<Option<ConnectionManager>>,
     opts: RedisOptions,
-    db: ControlDb,
+    db: Arc<dyn LegacyLedger>,
     scripts: Scripts,
     order: Mutex<ClaimOrder>,
     fault: Mutex<Option<InjectedFault>>,
@@ -204,7 +203,7 @@ impl RedisStore {
     /// A store on Redis at `opts.url` with its ledger in `db`. Connects
     /// lazily: a Redis that is down does not stop the process from starting;
     /// each operation then fails as `unavailable` until Redis is back.
-    pub fn new(opts: RedisOptions, db: ControlDb) -> Result<Self, Error> {
+    pub fn new(opts: RedisOptions, db: Arc<dyn LegacyLedger>) -> Result<Self, Error> {
         let client = redis::Client::open(opts.url.as_str())
             .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("redis_url", e.to_string())))?;
         Ok(Self {
@@ -501,11 +500,7 @@ impl RedisStore {
 impl Store for RedisStore {
     /// The backend of the SQL ledger this store keeps beside Redis.
     fn backend(&self) -> Backend {
-        match self.db {
-            ControlDb::Pg(_) => Backend::Postgres,
-            ControlDb::My(_) => Backend::MySql,
-            ControlDb::Lite(_) => Backend::Sqlite,
-        }
+        self.db.backend()
     }
 
     /// The SQL tables come with holdfast's migrations (0003); Redis needs none.
@@ -679,7 +674,7 @@ impl Store for RedisStore {
             if delta < 0 && !self.stock_delta(shop, item, location, delta).await? {
                 return Err(Error::StockConflict("the decrease would take units that are held or sold".into()));
             }
-            if self.db.ledger_swap_on_hand(shop, item, location, row.on_hand, new).await? {
+            if self.db.ledger_swap_on_hand(&row, new).await? {
                 if delta >= 0 {
                     self.stock_delta(shop, item, location, delta).await?;
                 }

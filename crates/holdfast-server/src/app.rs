@@ -199,14 +199,9 @@ impl Application {
             Some(redis_url) => {
                 let mut redis = holdfast_redis::RedisOptions::new(redis_url);
                 redis.prefix = settings.redis_prefix.clone();
-                let m = holdfast_redis::Migration::build(
-                    db.store.clone(),
-                    &url,
-                    redis,
-                    holdfast_redis::ShadowConfig::default(),
-                )
-                .await
-                .context("setting up the Redis migration modes")?;
+                let m = holdfast_redis::Migration::build(&db, redis, holdfast_redis::ShadowConfig::default())
+                    .await
+                    .context("setting up the Redis migration modes")?;
                 Some(m)
             }
             None => None,

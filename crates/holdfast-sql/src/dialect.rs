@@ -1,19 +1,129 @@
-//! The steps the engine needs from a SQL dialect. Each backend module
-//! (`postgres/`, `mysql/`, `sqlite/`) implements this trait with its own
-//! reviewed SQL text; the algorithm that strings the steps together, and the
-//! lock order it follows, lives once in `engine.rs`.
+//! What the engine needs from a SQL dialect. Each backend module
+//! (`postgres/`, `mysql/`, `sqlite/`) implements [`Dialect`] with its own
+//! reviewed SQL text under its `queries/`; the algorithm that strings the
+//! statements together, and the lock order it follows (docs/design.md), lives
+//! once in `engine/`.
+//!
+//! Two kinds of statement:
+//!
+//! * **Shared shapes** ([`Stmt`]): the same parameters in, the same columns
+//!   out, on every dialect — only the text differs. They are sent and decoded
+//!   once, in `run.rs` and `decode.rs`; a dialect supplies the text (one file
+//!   per statement, `queries/<name>.sql`) and, on MySQL, the placeholder
+//!   order ([`Dialect::placeholders`]).
+//! * **Dialect shapes**: steps that are one statement on one server and
+//!   several on another (PostgreSQL's writable CTEs and arrays, MySQL's
+//!   JSON_TABLE and missing RETURNING, SQLite's single writer). They are the
+//!   trait's methods below.
 
 use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel, ReservationId, ReservationStatus,
-    ShopId, Ttl,
+    Allocation, Backend, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ShopId, Ttl,
 };
 use sqlx::{Database, Pool, Transaction};
 
+use crate::driver::Driver;
+use crate::migrate::Migration;
+
 pub(crate) type Conn<D> = <<D as Dialect>::Db as Database>::Connection;
 pub(crate) type Tx<D> = Transaction<'static, <D as Dialect>::Db>;
+
+/// Declares [`Stmt`] and, for the dialect modules, `queries!()`: the
+/// function from each statement to its text in that module's `queries/`
+/// directory (`include_str!` resolves next to the module that expands it).
+macro_rules! statements {
+    ($($(#[$doc:meta])* $variant:ident => $file:literal,)*) => {
+        /// A statement with the same shape on every dialect.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub(crate) enum Stmt {
+            $($(#[$doc])* $variant,)*
+        }
+
+        macro_rules! queries {
+            () => {
+                fn text(stmt: crate::dialect::Stmt) -> &'static str {
+                    match stmt {
+                        $(crate::dialect::Stmt::$variant => include_str!(concat!("queries/", $file, ".sql")),)*
+                    }
+                }
+            };
+        }
+    };
+}
+
+statements! {
+    /// (shop, id) → the reservation row.
+    Head => "head",
+    /// The same, locking the row (lock order step 1).
+    HeadForUpdate => "head_for_update",
+    /// (shop, key) → the reservation row.
+    FindByKey => "find_by_key",
+    /// (shop, id) → its held quantities.
+    Lines => "lines",
+    /// (shop, item) → quantities per location.
+    Levels => "levels",
+    /// (shop or NULL) → the invariant's terms per ledger row.
+    Audit => "audit",
+    /// (shop or NULL) → units with no ledger row.
+    AuditOrphans => "audit_orphans",
+    /// (shop, item, location): the ledger row, created if missing.
+    EnsureLedger => "ensure_ledger",
+    /// (shop, item, location, on_hand, committed, unpooled).
+    WriteLedger => "write_ledger",
+    /// (shop, item, location, cap, n): up to n unit rows into free slots.
+    Refill => "refill",
+    /// (shop, item, location) → units other transactions have in flight.
+    InFlight => "in_flight",
+    /// (shop, id, ttl seconds): moves the expiry; the next head reads it.
+    Extend => "extend",
+    /// The mode rules: explicit shop modes.
+    ShopModes => "shop_modes",
+    /// The mode rules: rollout percentages.
+    ModeRollout => "mode_rollout",
+    /// The mode rules: the kill switch.
+    KillSwitch => "kill_switch",
+    /// (shop, mode).
+    SetShopMode => "set_shop_mode",
+    /// (shop).
+    ClearShopMode => "clear_shop_mode",
+    /// (mode, percent).
+    SetRollout => "set_rollout",
+    /// (engaged).
+    SetKillSwitch => "set_kill_switch",
+    /// (shop, item, location).
+    LegacyEnsure => "legacy_ensure",
+    /// (shop or NULL, item or NULL) → legacy ledger rows.
+    LegacyRows => "legacy_rows",
+    /// (shop, item, location, old on_hand, new on_hand).
+    LegacySwapOnHand => "legacy_swap_on_hand",
+    /// (shop, item, location, quantity).
+    LegacyFulfil => "legacy_fulfil",
+    /// (shop, item, location, quantity): a legacy claim's ledger write.
+    LegacyCommit => "legacy_commit",
+    /// (shop, item, location, on_hand, committed).
+    LegacyPut => "legacy_put",
+    /// (shop) → the (item, location) pairs of inventory_levels.
+    StockedLocations => "stocked_locations",
+    /// (id, hash, shops, admin, created_at).
+    TokenInsert => "token_insert",
+    /// (id) → the token row.
+    TokenFind => "token_find",
+    /// Every token row, oldest first.
+    TokenList => "token_list",
+    /// (revoked_at, id).
+    TokenRevoke => "token_revoke",
+    /// Serialises concurrent `migrate` runs on one database.
+    MigrateLock => "migrate_lock",
+    MigrateUnlock => "migrate_unlock",
+    /// Creates `holdfast_migrations` if missing.
+    MigrationsTable => "migrations_table",
+    /// (version) → 1 when it is applied.
+    MigrationApplied => "migration_applied",
+    /// (version, name).
+    MigrationRecord => "migration_record",
+}
 
 /// What a transaction is for; a dialect may begin each kind differently
 /// (isolation level, `BEGIN IMMEDIATE`, read only).
@@ -36,6 +146,53 @@ pub(crate) enum Fault {
     Connection,
     /// Anything else: a bug or a schema problem; do not retry.
     Other,
+}
+
+/// The classification of every error that is not the server's own answer:
+/// the connection, the pool, the driver. Shared by every dialect, whose
+/// [`Dialect::fault`] classifies the server's error codes.
+pub(crate) fn plumbing_fault(err: &sqlx::Error) -> Fault {
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::Protocol(_) => Fault::Connection,
+        _ => Fault::Other,
+    }
+}
+
+/// How [`Dialect::lock_ledgers`] treats ledger rows other transactions hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LedgerLock {
+    /// Lock them, waiting for their holders.
+    Wait,
+    /// Lock those free now, skip the others.
+    Skip,
+    /// Wait until nobody holds them, and hold nothing afterwards (the
+    /// weakest shared lock, sent in autocommit so it ends with the statement).
+    Await,
+}
+
+/// What the held quantities (`reserved_quantities.state`) of a settled
+/// reservation become. A hold's rows are inserted `held`; the folds turn
+/// these two into `settled` and `restocked` under the ledger lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LineState {
+    /// Claimed; not yet folded into the ledger row.
+    Committed,
+    /// Released or expired; not yet folded into the ledger row.
+    Returned,
+}
+
+impl LineState {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            LineState::Committed => "committed",
+            LineState::Returned => "returned",
+        }
+    }
 }
 
 /// Units wanted of one item at one location (`None`: the first location, in
@@ -97,20 +254,41 @@ pub(crate) struct Head {
     pub expired: bool,
 }
 
+/// Candidate (item, location) pairs; `None` stands for every location of the item.
+pub(crate) type Spec = [(ItemId, Option<LocationId>)];
+
 pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
-    type Db: Database;
+    type Db: Driver;
     const BACKEND: Backend;
+    const MIGRATIONS: &'static [Migration];
+    /// How a migration's transaction begins.
+    const BEGIN_MIGRATION: &'static str;
+
+    /// The text of a shared statement (expanded from `queries!()`).
+    fn text(stmt: Stmt) -> &'static str;
+
+    /// For a statement whose placeholders cannot name the parameters they
+    /// take (MySQL's `?` is positional and used once), the parameters in
+    /// placeholder order, as indexes into the [`Stmt`]'s documented list.
+    fn placeholders(stmt: Stmt) -> Option<&'static [usize]> {
+        let _ = stmt;
+        None
+    }
 
     fn begin(pool: &Pool<Self::Db>, mode: TxMode) -> impl Future<Output = sqlx::Result<Tx<Self>>> + Send;
     fn fault(err: &sqlx::Error) -> Fault;
-    fn migrate(pool: &Pool<Self::Db>) -> impl Future<Output = sqlx::Result<()>> + Send;
 
     /// Deletes up to `qty` free unit rows for each want, skipping rows other
-    /// transactions hold: one round trip for the whole cart.
+    /// transactions hold (`waiting`: waiting for them instead): one round trip
+    /// for the whole cart. Waiting is only asked under the ledger lock, and
+    /// only the fast path holds pool rows without it, which never waits for a
+    /// ledger lock while it does. A dialect without row locks (a single
+    /// writer) has nothing to wait for.
     fn take_units(
         c: &mut Conn<Self>,
         shop: &ShopId,
         wants: &[Want],
+        waiting: bool,
     ) -> impl Future<Output = sqlx::Result<Vec<Taken>>> + Send;
 
     /// Whether [`Dialect::reserve_fast`] exists for this dialect.
@@ -124,7 +302,7 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     /// [`Dialect::take_units`] and [`Dialect::insert_reservation`] in a
     /// transaction instead, and never calls this.
     fn reserve_fast(
-        _pool: &Pool<Self::Db>,
+        _c: &mut Conn<Self>,
         _shop: &ShopId,
         _key: &IdempotencyKey,
         _fingerprint: &str,
@@ -134,72 +312,26 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         async { Err(sqlx::Error::Protocol("this dialect has no one-statement fast path".into())) }
     }
 
-    /// Like [`Dialect::take_units`], but waits for rows other transactions
-    /// hold instead of skipping them. Only called under the ledger lock, and
-    /// only the fast path holds pool rows without it, which never waits for
-    /// a ledger lock while it does. A dialect without row locks (a single
-    /// writer) has nothing to wait for and keeps this default.
-    fn take_units_waiting(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        wants: &[Want],
-    ) -> impl Future<Output = sqlx::Result<Vec<Taken>>> + Send {
-        Self::take_units(c, shop, wants)
-    }
-
     /// Units of each matching (item, location) that no live hold has, read
-    /// in one snapshot without locks (`spec` as in [`Dialect::lock_ledgers`]).
-    /// `None`: the dialect has no such cheap check, and a short reserve always
-    /// takes the slow path to find out.
+    /// in one snapshot without locks. `None`: the dialect has no such cheap
+    /// check, and a short reserve always takes the slow path to find out.
     fn available(
         c: &mut Conn<Self>,
         shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
+        spec: &Spec,
     ) -> impl Future<Output = sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>>> + Send {
         let _ = (c, shop, spec);
         async { Ok(None) }
     }
 
-    /// Locks ledger rows in (item, location) order: the given pairs, and every
-    /// location of an item paired with `None`.
+    /// Ledger rows of `spec` in (item, location) order, in one statement,
+    /// locked as `lock` says (lock order step 2).
     fn lock_ledgers(
         c: &mut Conn<Self>,
         shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
+        spec: &Spec,
+        lock: LedgerLock,
     ) -> impl Future<Output = sqlx::Result<Vec<Ledger>>> + Send;
-
-    /// Like [`Dialect::lock_ledgers`], but skips rows another transaction
-    /// holds instead of waiting for them. A dialect without row locks keeps
-    /// this default.
-    fn lock_ledgers_skip(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
-    ) -> impl Future<Output = sqlx::Result<Vec<Ledger>>> + Send {
-        Self::lock_ledgers(c, shop, spec)
-    }
-
-    /// Waits until no transaction holds these ledger rows, and holds nothing
-    /// afterwards (one autocommit statement with a shared lock). A dialect
-    /// without row locks has nothing to wait for.
-    fn await_ledgers(
-        pool: &Pool<Self::Db>,
-        shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
-    ) -> impl Future<Output = sqlx::Result<()>> + Send {
-        let _ = (pool, shop, spec);
-        async { Ok(()) }
-    }
-
-    /// Creates an empty ledger row if there is none.
-    fn ensure_ledger(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> impl Future<Output = sqlx::Result<()>> + Send;
-
-    fn write_ledger(c: &mut Conn<Self>, shop: &ShopId, row: &Ledger) -> impl Future<Output = sqlx::Result<()>> + Send;
 
     /// Expires the held reservations with units at (item, location) whose time
     /// is up, skipping those another transaction holds. Returns how many.
@@ -210,6 +342,10 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         location: &LocationId,
     ) -> impl Future<Output = sqlx::Result<u64>> + Send;
 
+    /// The sweeper's unit of work: expires up to `limit` due holds of any
+    /// shop, skipping those another sweeper holds.
+    fn sweep(c: &mut Conn<Self>, limit: u32) -> impl Future<Output = sqlx::Result<u64>> + Send;
+
     /// Marks claimed and released units of (item, location) as accounted on
     /// the ledger row and returns their sums. Caller holds the ledger lock.
     fn fold(
@@ -218,26 +354,6 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         item: &ItemId,
         location: &LocationId,
     ) -> impl Future<Output = sqlx::Result<Folded>> + Send;
-
-    /// Inserts up to `n` unit rows into free slots `0..cap`. Returns how many.
-    fn refill(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        cap: u32,
-        n: i64,
-    ) -> impl Future<Output = sqlx::Result<u64>> + Send;
-
-    /// Units of (item, location) that other transactions have in flight: pool
-    /// rows this transaction could not take, and expired holds it could not
-    /// lock. Non-zero means "wait and retry", never "sold out".
-    fn in_flight(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> impl Future<Output = sqlx::Result<i64>> + Send;
 
     /// Inserts the reservation and its held quantities. `None` when the
     /// idempotency key is taken (nothing inserted).
@@ -250,56 +366,12 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         lines: &[Allocation],
     ) -> impl Future<Output = sqlx::Result<Option<(ReservationId, DateTime<Utc>)>>> + Send;
 
-    fn find_by_key(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        key: &IdempotencyKey,
-    ) -> impl Future<Output = sqlx::Result<Option<Head>>> + Send;
-
-    /// Reads the reservation row, locking it when `lock` (FOR UPDATE).
-    fn head(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        id: ReservationId,
-        lock: bool,
-    ) -> impl Future<Output = sqlx::Result<Option<Head>>> + Send;
-
-    fn lines(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        id: ReservationId,
-    ) -> impl Future<Output = sqlx::Result<Vec<Allocation>>> + Send;
-
-    /// Moves a held reservation to `status` and its held units to `state`
-    /// (`committed` or `returned`).
+    /// Moves a held reservation to `status` and its held units to `state`.
     fn transition(
         c: &mut Conn<Self>,
         shop: &ShopId,
         id: ReservationId,
         status: ReservationStatus,
-        state: &'static str,
+        state: LineState,
     ) -> impl Future<Output = sqlx::Result<()>> + Send;
-
-    fn extend(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        id: ReservationId,
-        ttl: Ttl,
-    ) -> impl Future<Output = sqlx::Result<DateTime<Utc>>> + Send;
-
-    /// The sweeper's unit of work: expires up to `limit` due holds of any
-    /// shop, skipping those another sweeper holds.
-    fn sweep(c: &mut Conn<Self>, limit: u32) -> impl Future<Output = sqlx::Result<u64>> + Send;
-
-    fn levels(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        item: &ItemId,
-    ) -> impl Future<Output = sqlx::Result<Vec<LocationLevel>>> + Send;
-
-    /// Every ledger row's invariant terms, and units that have no ledger row.
-    fn audit(
-        c: &mut Conn<Self>,
-        shop: Option<&ShopId>,
-    ) -> impl Future<Output = sqlx::Result<(Vec<AuditRow>, Vec<AuditRow>)>> + Send;
 }

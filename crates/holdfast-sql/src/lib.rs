@@ -1,12 +1,19 @@
-//! holdfast's SQL stores. The algorithm lives once in `engine`; each dialect
-//! module (`postgres`, `sqlite`, later `mysql`) supplies its SQL text and
-//! migrations behind the `Dialect` trait.
+//! holdfast's SQL stores: every statement holdfast sends to PostgreSQL,
+//! MySQL/MariaDB or SQLite. The reservation algorithm lives once in `engine`;
+//! each dialect module (`postgres`, `mysql`, `sqlite`) supplies its SQL text
+//! (`queries/`, `migrations/`) and its dialect-shaped steps behind the
+//! `Dialect` trait. The same pool also carries the API tokens (`tokens`) and
+//! the tables of the migration off Redis (`control`).
 
+#[macro_use]
 mod dialect;
+mod control;
+mod driver;
 mod engine;
 mod migrate;
 mod mysql;
 mod postgres;
+mod run;
 mod sqlite;
 mod tag;
 mod tokens;
@@ -14,11 +21,7 @@ mod tokens;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use holdfast_core::{
-    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation, ReservationId,
-    ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, TokenStore, Ttl,
-};
+use holdfast_core::{Error, LegacyLedger, ModeStore, Store, TokenStore};
 
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
@@ -47,19 +50,23 @@ impl ConnectOptions {
     }
 }
 
-/// Opens a store for `opts.url`: `postgres://…` or `postgresql://…`, or
-/// `sqlite://path`, `sqlite:path` or `sqlite::memory:` (the file and its
-/// directory are created when missing; see [`default_database_url`]).
+/// Opens a store for `opts.url`: `postgres://…` or `postgresql://…`,
+/// `mysql://…` or `mariadb://…`, or `sqlite://path`, `sqlite:path` or
+/// `sqlite::memory:` (the file and its directory are created when missing;
+/// see [`default_database_url`]).
 pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
     Ok(open(opts).await?.store)
 }
 
-/// One database as the server uses it: the store, the token table, and a look
-/// at the connection pool they share.
+/// One database as the server uses it: the store, the token table, the mode
+/// rules and the legacy ledger, and a look at the connection pool they all
+/// share.
 #[derive(Clone)]
 pub struct Database {
     pub store: Arc<dyn Store>,
     pub tokens: Arc<dyn TokenStore>,
+    pub modes: Arc<dyn ModeStore>,
+    pub legacy: Arc<dyn LegacyLedger>,
     pool: Arc<dyn Fn() -> PoolStatus + Send + Sync>,
 }
 
@@ -83,10 +90,7 @@ impl Database {
         (self.pool)()
     }
 
-    fn new<D: Dialect>(pool: sqlx::Pool<D::Db>, cfg: StoreConfig) -> Self
-    where
-        SqlStore<D>: Store + TokenStore,
-    {
+    fn new<D: Dialect>(pool: sqlx::Pool<D::Db>, cfg: StoreConfig) -> Self {
         let look = pool.clone();
         let status = move || PoolStatus {
             size: look.size(),
@@ -94,7 +98,13 @@ impl Database {
             max: look.options().get_max_connections(),
         };
         let store = Arc::new(SqlStore::<D>::new(pool, cfg));
-        Database { store: store.clone(), tokens: store, pool: Arc::new(status) }
+        Database {
+            store: store.clone(),
+            tokens: store.clone(),
+            modes: store.clone(),
+            legacy: store,
+            pool: Arc::new(status),
+        }
     }
 }
 
@@ -142,7 +152,7 @@ pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
         }
         other => Err(Error::Invalid(holdfast_core::Invalid::new(
             "database_url",
-            format!("unsupported scheme {other:?}; use postgres:// or sqlite://"),
+            format!("unsupported scheme {other:?}; use postgres://, mysql://, mariadb:// or sqlite://"),
         ))),
     }
 }
@@ -166,50 +176,4 @@ pub fn default_database_url() -> String {
     // sqlx percent-decodes the path and ends it at `?`: escape those.
     let path = dir.join("holdfast.db").to_string_lossy().replace('%', "%25").replace('?', "%3F").replace('#', "%23");
     format!("sqlite://{path}")
-}
-
-#[async_trait]
-impl<D: Dialect> Store for SqlStore<D> {
-    fn backend(&self) -> Backend {
-        D::BACKEND
-    }
-    async fn migrate(&self) -> Result<(), Error> {
-        SqlStore::migrate(self).await
-    }
-    async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
-        SqlStore::reserve(self, req).await
-    }
-    async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        SqlStore::claim(self, shop, id).await
-    }
-    async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        SqlStore::release(self, shop, id).await
-    }
-    async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
-        SqlStore::extend(self, shop, id, ttl).await
-    }
-    async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        SqlStore::get(self, shop, id).await
-    }
-    async fn expire(&self, limit: u32) -> Result<u64, Error> {
-        SqlStore::expire(self, limit).await
-    }
-    async fn change_stock(
-        &self,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        change: StockChange,
-    ) -> Result<LocationLevel, Error> {
-        SqlStore::change_stock(self, shop, item, location, change).await
-    }
-    async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
-        SqlStore::levels(self, shop, item).await
-    }
-    async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
-        SqlStore::audit(self, shop).await
-    }
-    fn stats(&self) -> StoreStats {
-        SqlStore::stats(self)
-    }
 }

@@ -55,15 +55,20 @@ impl<T, E: Into<Error>> OrFail<T> for Result<T, E> {
 /// Opens the store for `--database-url`. The embedded SQLite default is
 /// created and migrated on first use; servers are migrated by `holdfast migrate`.
 async fn open(db: &DbArgs, url: Option<String>) -> Result<Arc<dyn Store>, Error> {
+    Ok(open_database(db, url).await?.store)
+}
+
+/// Like [`open`], with the token, mode and legacy tables of the same pool.
+async fn open_database(db: &DbArgs, url: Option<String>) -> Result<holdfast_sql::Database, Error> {
     let url = url.or_else(|| db.database_url.clone()).unwrap_or_else(holdfast_sql::default_database_url);
     let mut opts = ConnectOptions::new(&url);
     opts.max_connections = db.max_connections;
     opts.store = StoreConfig { pool_cap: db.pool_cap, ..StoreConfig::default() };
-    let store = holdfast_sql::connect(&opts).await?;
+    let database = holdfast_sql::open(&opts).await?;
     if url.starts_with("sqlite:") {
-        store.migrate().await?;
+        database.store.migrate().await?;
     }
-    Ok(store)
+    Ok(database)
 }
 
 fn db_flags(db: &DbArgs) -> holdfast_server::cli::DbFlags {
@@ -151,9 +156,8 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
         Command::Mode(a) => {
             let json = a.json;
-            let store = open(&db, None).await.or_fail(json)?;
-            let url = db.database_url.clone().unwrap_or_else(holdfast_sql::default_database_url);
-            holdfast_redis::cli::run(a, store, &url).await.or_fail(json)?;
+            let database = open_database(&db, None).await.or_fail(json)?;
+            holdfast_redis::cli::run(a, &database).await.or_fail(json)?;
         }
     }
     Ok(ExitCode::SUCCESS)

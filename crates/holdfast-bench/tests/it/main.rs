@@ -4,10 +4,7 @@
 //! flags the bench refuses. A server that cannot be reached fails the test
 //! loudly; nothing is skipped.
 
-// The database fixture is holdfast-sql's, shared as-is rather than copied.
-#[allow(dead_code)]
-#[path = "../../../holdfast-sql/tests/it/support.rs"]
-mod support;
+use holdfast_testkit as support;
 
 mod common;
 mod flags;

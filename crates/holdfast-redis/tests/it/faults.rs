@@ -182,5 +182,5 @@ async fn redis_stopped_and_restarted_during_load() {
     assert!(w.router.shadow_counts().mirror_errors > 0, "{:?}", w.router.shadow_counts());
     assert!(w.sql.audit(None).await.unwrap().ok());
     drop(seen);
-    finish(w).await;
+    drop(w);
 }

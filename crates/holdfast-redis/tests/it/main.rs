@@ -1,9 +1,37 @@
 //! holdfast-redis integration tests: one binary, real Redis, real
 //! PostgreSQL and MariaDB. Each test has its own SQL database and its own
-//! Redis key prefix (or its own redis-server, when it stops Redis).
+//! Redis key prefix (or its own redis-server, when it stops Redis). The
+//! shared conformance suite runs against the legacy store and the mode
+//! router in each mode.
 
 mod faults;
 mod legacy_flaw;
-mod legacy_store;
 mod modes;
 mod support;
+
+use holdfast_core::{Backend, Mode};
+use holdfast_testkit::{Subject, conformance_suite};
+
+mod legacy_postgres {
+    super::conformance_suite!(super::Subject::Legacy(super::Backend::Postgres));
+}
+
+mod legacy_mysql {
+    super::conformance_suite!(super::Subject::Legacy(super::Backend::MySql));
+}
+
+mod router_redis {
+    super::conformance_suite!(super::Subject::Router(super::Mode::Redis, super::Backend::Postgres));
+}
+
+mod router_shadow {
+    super::conformance_suite!(super::Subject::Router(super::Mode::Shadow, super::Backend::Postgres));
+}
+
+mod router_sql_primary {
+    super::conformance_suite!(super::Subject::Router(super::Mode::SqlPrimary, super::Backend::MySql));
+}
+
+mod router_sql {
+    super::conformance_suite!(super::Subject::Router(super::Mode::Sql, super::Backend::Postgres));
+}

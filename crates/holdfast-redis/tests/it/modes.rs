@@ -300,7 +300,7 @@ async fn rules_reach_every_process_within_a_second_and_survive_a_restart() {
         let took = wait_for(w.control.clone(), "a", Mode::Shadow).await;
         println!("[{}] kill switch seen by the other process after {took:?}", w.backend.name());
         // A restarted process reads the engaged switch before serving.
-        let restarted = ModeControl::load(w.db.clone()).await.unwrap();
+        let restarted = ModeControl::load(w.db.modes.clone()).await.unwrap();
         assert!(restarted.kill_switch().engaged);
         assert_eq!(restarted.mode_of(&shop("a")), Mode::Shadow);
         other.set_kill_switch(false).await.unwrap();

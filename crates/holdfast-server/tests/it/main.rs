@@ -2,10 +2,7 @@
 //! process on port 0, over real HTTP, each test on a fresh database of its
 //! own, on every backend (PostgreSQL, MySQL/MariaDB, SQLite).
 
-// The database fixture is holdfast-sql's, shared as-is rather than copied.
-#[allow(dead_code)]
-#[path = "../../../holdfast-sql/tests/it/support.rs"]
-mod support;
+use holdfast_testkit as support;
 
 mod app;
 mod auth;

@@ -16,42 +16,31 @@
 //! as one JSON parameter read with `JSON_TABLE` (both servers have it).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, AuditRow, Backend, IdempotencyKey, ItemId, LocationId, LocationLevel, Quantities, ReservationId,
-    ReservationStatus, ShopId, Ttl,
+    Allocation, Backend, IdempotencyKey, ItemId, LocationId, MAX_LINES, ReservationId, ReservationStatus, ShopId, Ttl,
 };
 use serde_json::json;
 use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlRow};
-use sqlx::{Executor, MySql, MySqlPool, Row};
+use sqlx::{MySql, MySqlPool, Row};
 
-use crate::dialect::{Dialect, Fast, Fault, Folded, Head, Ledger, Taken, Tx, TxMode, Want};
-use crate::migrate::Migration;
+use crate::dialect::{
+    Dialect, Fast, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Tx, TxMode, Want,
+};
+use crate::driver::{Arg, Driver};
+use crate::migrate::{Migration, migrations};
+use crate::run;
+use crate::tag;
 
 #[derive(Debug)]
 pub struct My;
 
-const MIGRATIONS: &[Migration] = &[
-    Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") },
-    Migration { version: 2, name: "tokens", sql: include_str!("migrations/0002_tokens.sql") },
-    Migration { version: 3, name: "modes", sql: include_str!("migrations/0003_modes.sql") },
-    Migration { version: 4, name: "reserve_fast", sql: include_str!("migrations/0004_reserve_fast.sql") },
-];
-
-/// A statement's text from `queries/`, raw (for templates that are built
-/// into the statement sent).
+/// A statement's text from `queries/`.
 macro_rules! raw {
     ($name:literal) => {
         include_str!(concat!("queries/", $name, ".sql"))
-    };
-}
-
-/// A statement from `queries/` with the comment naming who sends it (see
-/// `tag.rs`); a temporary, so use it where the statement is sent.
-macro_rules! q {
-    ($name:literal) => {
-        &*crate::tag::sql(raw!($name))
     };
 }
 
@@ -66,9 +55,16 @@ const BEGIN_WRITE: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START
 const BEGIN_SNAPSHOT: &str =
     "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
 
-/// Serialises concurrent `migrate` runs on one server (DDL cannot run in a
-/// transaction here, so there is no transaction-scoped lock to take).
-const MIGRATE_LOCK: &str = "holdfast_migrate";
+/// One branch of `take_units.sql` per want: skipping rows other
+/// transactions hold, or waiting for them (under the ledger lock).
+const TAKE_BRANCH: &str = concat!("(", raw!("take_units_branch"), "FOR UPDATE SKIP LOCKED)");
+const TAKE_BRANCH_WAITING: &str = concat!("(", raw!("take_units_branch"), "FOR UPDATE)");
+
+/// The candidates of `lock_ledgers.sql` and `available.sql`: one exact
+/// primary-key range per candidate.
+const CANDIDATE_AT: &str = "(l.item_id = ? AND l.location_id = ?)";
+const CANDIDATE_ANYWHERE: &str = "(l.item_id = ?)";
+const CANDIDATES_ORDER: &str = "ORDER BY l.item_id, l.location_id\n";
 
 /// Server error numbers (shared by MySQL and MariaDB unless noted).
 mod errno {
@@ -85,123 +81,33 @@ mod errno {
     pub const CLIENT_INTERACTION_TIMEOUT: u16 = 4031;
 }
 
-/// An identifier column. Columns with a binary collation (`ascii_bin`) carry
-/// the BINARY flag, so the driver hands them over as bytes.
-fn ascii(row: &MySqlRow, col: &str) -> sqlx::Result<String> {
-    let bytes: Vec<u8> = row.try_get(col)?;
-    String::from_utf8(bytes).map_err(|e| sqlx::Error::Decode(Box::new(e)))
-}
-
-fn name<T: std::str::FromStr<Err = holdfast_core::Invalid>>(row: &MySqlRow, col: &str) -> sqlx::Result<T> {
-    let s = ascii(row, col)?;
-    s.parse().map_err(|e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e)))
-}
-
-fn reservation_id(id: i64) -> sqlx::Result<ReservationId> {
-    ReservationId::new(id).map_err(|e| sqlx::Error::Decode(Box::new(e)))
-}
-
-fn head(row: &MySqlRow) -> sqlx::Result<Head> {
-    let status = ascii(row, "status")?;
-    Ok(Head {
-        id: reservation_id(row.try_get("id")?)?,
-        key: name::<IdempotencyKey>(row, "idempotency_key")?,
-        fingerprint: row.try_get("fingerprint")?,
-        status: ReservationStatus::parse(&status)
-            .ok_or_else(|| sqlx::Error::Decode(format!("unknown status {status:?}").into()))?,
-        expires_at: row.try_get("expires_at")?,
-        expired: row.try_get::<i64, _>("expired")? != 0,
+/// The whole cart's take as one statement (`take_units.sql`), built once per
+/// number of wants and kind of lock.
+fn take_units_sql(n: usize, waiting: bool) -> &'static str {
+    static BUILT: [OnceLock<String>; 2 * MAX_LINES] = [const { OnceLock::new() }; 2 * MAX_LINES];
+    let slot = &BUILT[(n.clamp(1, MAX_LINES) - 1) * 2 + waiting as usize];
+    slot.get_or_init(|| {
+        let branch = if waiting { TAKE_BRANCH_WAITING } else { TAKE_BRANCH };
+        let mut sql = String::from(raw!("take_units"));
+        sql.push_str(&vec![branch; n].join("\nUNION ALL\n"));
+        sql
     })
 }
 
-/// A statement file's leading `--` comment, and the statement after it.
-fn split_doc(sql: &str) -> (&str, &str) {
-    let mut at = 0;
-    for line in sql.split_inclusive('\n') {
-        if !line.starts_with("--") {
-            break;
-        }
-        at += line.len();
-    }
-    sql.split_at(at)
-}
-
-/// The whole cart's take as one statement: the branch of `take_units.sql`
-/// once per want, joined with UNION ALL, its comment once on top. `waiting`:
-/// a plain FOR UPDATE that waits for rows other transactions hold
-/// ([`Dialect::take_units_waiting`]) instead of skipping them.
-fn take_units_sql(n: usize, waiting: bool) -> String {
-    let (doc, branch) = split_doc(raw!("take_units"));
-    let branch = branch.trim_end();
-    debug_assert!(branch.ends_with("FOR UPDATE SKIP LOCKED)"));
-    let branch = if waiting { branch.replacen("FOR UPDATE SKIP LOCKED)", "FOR UPDATE)", 1) } else { branch.into() };
-    let mut sql = String::with_capacity(doc.len() + n * (branch.len() + 11));
-    sql.push_str(doc);
-    for i in 0..n {
-        if i > 0 {
-            sql.push_str("\nUNION ALL\n");
-        }
-        sql.push_str(&branch);
-    }
-    crate::tag::owned(sql)
-}
-
-/// A statement with a `/* ranges */` marker (`lock_ledgers.sql`,
-/// `available.sql`), filled with one primary-key range per candidate and
-/// bound: the shop, then each candidate's item and location.
-fn ranges_query<'q>(
-    template: &str,
-    shop: &'q ShopId,
-    spec: &'q [(ItemId, Option<LocationId>)],
-    sql: &'q mut String,
-) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
-    let ranges: Vec<&str> = spec
-        .iter()
-        .map(|(_, l)| if l.is_some() { "(l.item_id = ? AND l.location_id = ?)" } else { "(l.item_id = ?)" })
-        .collect();
-    *sql = template.replace("/* ranges */", &ranges.join(" OR "));
-    let mut query = sqlx::query(sql.as_str()).bind(shop.as_str());
+/// `head` (`lock_ledgers.sql` or `available.sql`) with one range per
+/// candidate, ORed, then the order and `clause`, and its arguments.
+fn with_candidates<'a>(head: &str, shop: &'a ShopId, spec: &'a Spec, clause: &str) -> (String, Vec<Arg<'a>>) {
+    let ranges: Vec<&str> =
+        spec.iter().map(|(_, l)| if l.is_some() { CANDIDATE_AT } else { CANDIDATE_ANYWHERE }).collect();
+    let sql = format!("{head}  AND ({})\n{CANDIDATES_ORDER}{clause}", ranges.join(" OR "));
+    let mut args = vec![Arg::Text(shop.as_str())];
     for (item, location) in spec {
-        query = query.bind(item.as_str());
+        args.push(Arg::Text(item.as_str()));
         if let Some(l) = location {
-            query = query.bind(l.as_str());
+            args.push(Arg::Text(l.as_str()));
         }
     }
-    query
-}
-
-/// `lock_ledgers.sql`, its closing `FOR UPDATE` replaced by `clause` when
-/// given (SKIP LOCKED, or a shared lock to wait with).
-async fn ledgers<'e, E: sqlx::MySqlExecutor<'e>>(
-    c: E,
-    shop: &ShopId,
-    spec: &[(ItemId, Option<LocationId>)],
-    clause: Option<&str>,
-) -> sqlx::Result<Vec<Ledger>> {
-    if spec.is_empty() {
-        return Ok(Vec::new());
-    }
-    let template = match clause {
-        None => raw!("lock_ledgers").to_string(),
-        Some(clause) => {
-            let base = raw!("lock_ledgers").trim_end();
-            let base = base.strip_suffix("FOR UPDATE").expect("lock_ledgers.sql ends with FOR UPDATE");
-            format!("{base}{clause}")
-        }
-    };
-    let mut sql = String::new();
-    let rows = ranges_query(&crate::tag::owned(template), shop, spec, &mut sql).fetch_all(c).await?;
-    rows.iter()
-        .map(|r| {
-            Ok(Ledger {
-                item: name(r, "item_id")?,
-                location: name(r, "location_id")?,
-                on_hand: r.try_get("on_hand")?,
-                committed: r.try_get("committed")?,
-                unpooled: r.try_get("unpooled")?,
-            })
-        })
-        .collect()
+    (tag::owned(sql), args)
 }
 
 /// Takes and deletes unit rows for every want: one locking SELECT for the
@@ -210,34 +116,27 @@ async fn take(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want], waiting: b
     if wants.is_empty() {
         return Ok(Vec::new());
     }
-    let sql = take_units_sql(wants.len(), waiting);
-    let mut query = sqlx::query(&sql);
+    let sql = tag::sql(take_units_sql(wants.len(), waiting));
+    let mut args = Vec::with_capacity(wants.len() * 6);
     for w in wants {
-        query = query
-            .bind(shop.as_str())
-            .bind(w.item.as_str())
-            .bind(w.location.as_ref().map(|l| l.as_str()))
-            .bind(shop.as_str())
-            .bind(w.item.as_str())
-            .bind(w.qty as i64);
+        let location = Arg::MaybeText(w.location.as_ref().map(|l| l.as_str()));
+        let (s, i) = (Arg::Text(shop.as_str()), Arg::Text(w.item.as_str()));
+        args.extend([s, i, location, s, i, Arg::Int(w.qty.into())]);
     }
-    let rows = query.fetch_all(&mut *c).await?;
+    let rows = MySql::fetch(c, &sql, &args).await?;
     if rows.is_empty() {
         return Ok(Vec::new());
     }
     let mut counts: BTreeMap<(String, String), u32> = BTreeMap::new();
     let mut picked = Vec::with_capacity(rows.len());
     for r in &rows {
-        let item = ascii(r, "item_id")?;
-        let location = ascii(r, "location_id")?;
-        picked.push(json!({"item": item, "location": location, "id": r.try_get::<i32, _>("id")?}));
+        let item = MySql::text(r, "item_id")?;
+        let location = MySql::text(r, "location_id")?;
+        picked.push(json!({"item": item, "location": location, "id": MySql::int(r, "id")?}));
         *counts.entry((item, location)).or_default() += 1;
     }
-    sqlx::query(q!("delete_units"))
-        .bind(serde_json::Value::Array(picked).to_string())
-        .bind(shop.as_str())
-        .execute(&mut *c)
-        .await?;
+    let picked = serde_json::Value::Array(picked).to_string();
+    MySql::execute(c, &tag::sql(raw!("delete_units")), &[Arg::Text(&picked), Arg::Text(shop.as_str())]).await?;
     counts
         .into_iter()
         .map(|((item, location), count)| {
@@ -254,9 +153,10 @@ async fn expire_rows(c: &mut MySqlConnection, rows: &[MySqlRow]) -> sqlx::Result
     }
     let ids = rows
         .iter()
-        .map(|r| Ok(json!({"shop": ascii(r, "shop_id")?, "id": r.try_get::<i64, _>("id")?})))
+        .map(|r| Ok(json!({"shop": MySql::text(r, "shop_id")?, "id": MySql::int(r, "id")?})))
         .collect::<sqlx::Result<Vec<_>>>()?;
-    sqlx::query(q!("expire_ids")).bind(serde_json::Value::Array(ids).to_string()).execute(c).await?;
+    let ids = serde_json::Value::Array(ids).to_string();
+    MySql::execute(c, &tag::sql(raw!("expire_ids")), &[Arg::Text(&ids)]).await?;
     Ok(rows.len() as u64)
 }
 
@@ -264,11 +164,36 @@ impl Dialect for My {
     type Db = MySql;
     const BACKEND: Backend = Backend::MySql;
     const ONE_STATEMENT_FAST_PATH: bool = true;
+    const MIGRATIONS: &'static [Migration] =
+        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast");
+    /// DDL commits implicitly; the migrations are written to run again.
+    const BEGIN_MIGRATION: &'static str = "BEGIN";
+
+    queries!();
+
+    /// `?` is positional here: a parameter used twice is bound twice.
+    fn placeholders(stmt: Stmt) -> Option<&'static [usize]> {
+        Some(match stmt {
+            Stmt::Levels => &[0, 1, 0, 1, 0, 1],
+            Stmt::Audit => &[0, 0, 0, 0, 0, 0],
+            Stmt::AuditOrphans => &[0, 0],
+            Stmt::WriteLedger => &[3, 4, 5, 0, 1, 2],
+            Stmt::Refill => &[0, 1, 2, 3, 3, 0, 1, 2, 4],
+            Stmt::InFlight => &[0, 1, 2, 1, 2, 0],
+            Stmt::Extend => &[2, 0, 1],
+            Stmt::LegacyRows => &[0, 0, 1, 1],
+            Stmt::LegacySwapOnHand => &[4, 0, 1, 2, 3],
+            Stmt::LegacyFulfil => &[3, 3, 0, 1, 2, 3],
+            Stmt::LegacyCommit => &[3, 0, 1, 2],
+            Stmt::LegacyPut => &[3, 4, 0, 1, 2],
+            _ => return None,
+        })
+    }
 
     async fn begin(pool: &MySqlPool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
         match mode {
-            TxMode::Write => pool.begin_with(crate::tag::sql(BEGIN_WRITE)).await,
-            TxMode::Snapshot => pool.begin_with(crate::tag::sql(BEGIN_SNAPSHOT)).await,
+            TxMode::Write => pool.begin_with(tag::sql(BEGIN_WRITE)).await,
+            TxMode::Snapshot => pool.begin_with(tag::sql(BEGIN_SNAPSHOT)).await,
         }
     }
 
@@ -286,61 +211,14 @@ impl Dialect for My {
                 Some(n) if errno::NET_ERRORS.contains(&n) => Fault::Connection,
                 _ => Fault::Other,
             },
-            sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::Protocol(_) => Fault::Connection,
-            _ => Fault::Other,
+            e => crate::dialect::plumbing_fault(e),
         }
-    }
-
-    async fn migrate(pool: &MySqlPool) -> sqlx::Result<()> {
-        let mut c = pool.acquire().await?;
-        let got: Option<i64> = sqlx::query_scalar(&crate::tag::sql("SELECT GET_LOCK(?, 60)"))
-            .bind(MIGRATE_LOCK)
-            .fetch_one(&mut *c)
-            .await?;
-        if got != Some(1) {
-            return Err(sqlx::Error::Protocol("another `holdfast migrate` held the migration lock for 60 s".into()));
-        }
-        let outcome = async {
-            sqlx::query(&crate::tag::sql(
-                "CREATE TABLE IF NOT EXISTS holdfast_migrations (
-                     version INT PRIMARY KEY, name VARCHAR(64) NOT NULL,
-                     applied_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE = InnoDB",
-            ))
-            .execute(&mut *c)
-            .await?;
-            let done: Vec<i32> = sqlx::query_scalar(&crate::tag::sql("SELECT version FROM holdfast_migrations"))
-                .fetch_all(&mut *c)
-                .await?;
-            for m in MIGRATIONS {
-                if !done.contains(&m.version) {
-                    // A plain string goes over the text protocol, where
-                    // several statements may be sent at once. DDL commits
-                    // implicitly; the migrations are written to run again.
-                    (&mut *c).execute(&*crate::tag::sql(m.sql)).await?;
-                    sqlx::query(&crate::tag::sql("INSERT INTO holdfast_migrations (version, name) VALUES (?, ?)"))
-                        .bind(m.version)
-                        .bind(m.name)
-                        .execute(&mut *c)
-                        .await?;
-                }
-            }
-            Ok(())
-        }
-        .await;
-        let released =
-            sqlx::query(&crate::tag::sql("SELECT RELEASE_LOCK(?)")).bind(MIGRATE_LOCK).execute(&mut *c).await;
-        outcome.and(released.map(|_| ()))
     }
 
     /// One CALL of the stored procedure of migration 0004 (its comment
     /// says why and what was found on the way).
     async fn reserve_fast(
-        pool: &MySqlPool,
+        c: &mut MySqlConnection,
         shop: &ShopId,
         key: &IdempotencyKey,
         fingerprint: &str,
@@ -353,13 +231,13 @@ impl Dialect for My {
                 |w| json!({"item": w.item.as_str(), "location": w.location.as_ref().map(|l| l.as_str()), "qty": w.qty}),
             )
             .collect();
-        let rows = sqlx::query(q!("reserve_fast"))
+        let rows = sqlx::query(&tag::sql(raw!("reserve_fast")))
             .bind(shop.as_str())
             .bind(key.as_str())
             .bind(fingerprint)
             .bind(ttl.as_secs() as i64)
             .bind(serde_json::Value::Array(lines).to_string())
-            .fetch_all(pool)
+            .fetch_all(c)
             .await?;
         let row = rows.first().ok_or_else(|| sqlx::Error::Protocol("holdfast_reserve_fast answered no row".into()))?;
         // By position: sqlx knows no column names for a CALL's result set
@@ -380,90 +258,54 @@ impl Dialect for My {
         let taken = list
             .iter()
             .map(|v| {
-                let (item, location) = (field(v, "item"), field(v, "location"));
-                let item: ItemId =
-                    item.parse().map_err(|e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e)))?;
-                let location: LocationId =
-                    location.parse().map_err(|e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e)))?;
+                let bad = |e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e));
+                let item: ItemId = field(v, "item").parse().map_err(bad)?;
+                let location: LocationId = field(v, "location").parse().map_err(bad)?;
                 let count = wants.iter().find(|w| w.item == item).map(|w| w.qty).unwrap_or(0);
                 Ok(Taken { item, location, count })
             })
             .collect::<sqlx::Result<Vec<_>>>()?;
-        Ok(Fast::Held { id: reservation_id(row.try_get(2)?)?, expires_at: row.try_get(3)?, taken })
+        Ok(Fast::Held { id: run::reservation_id(row.try_get(2)?)?, expires_at: row.try_get(3)?, taken })
     }
 
-    async fn take_units(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
-        take(c, shop, wants, false).await
-    }
-
-    async fn take_units_waiting(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
-        take(c, shop, wants, true).await
+    async fn take_units(
+        c: &mut MySqlConnection,
+        shop: &ShopId,
+        wants: &[Want],
+        waiting: bool,
+    ) -> sqlx::Result<Vec<Taken>> {
+        take(c, shop, wants, waiting).await
     }
 
     async fn lock_ledgers(
         c: &mut MySqlConnection,
         shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
+        spec: &Spec,
+        lock: LedgerLock,
     ) -> sqlx::Result<Vec<Ledger>> {
-        ledgers(c, shop, spec, None).await
-    }
-
-    async fn lock_ledgers_skip(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
-    ) -> sqlx::Result<Vec<Ledger>> {
-        ledgers(c, shop, spec, Some("FOR UPDATE SKIP LOCKED")).await
-    }
-
-    async fn await_ledgers(pool: &MySqlPool, shop: &ShopId, spec: &[(ItemId, Option<LocationId>)]) -> sqlx::Result<()> {
-        // Autocommit: the shared lock goes back when the statement ends.
-        ledgers(pool, shop, spec, Some("LOCK IN SHARE MODE")).await.map(|_| ())
+        if spec.is_empty() {
+            return Ok(Vec::new());
+        }
+        let clause = match lock {
+            LedgerLock::Wait => "FOR UPDATE",
+            LedgerLock::Skip => "FOR UPDATE SKIP LOCKED",
+            // Sent in autocommit: the shared lock goes with the statement.
+            LedgerLock::Await => "LOCK IN SHARE MODE",
+        };
+        let (sql, args) = with_candidates(raw!("lock_ledgers"), shop, spec, clause);
+        MySql::fetch(c, &sql, &args).await?.iter().map(run::ledger::<Self>).collect()
     }
 
     async fn available(
         c: &mut MySqlConnection,
         shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
+        spec: &Spec,
     ) -> sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>> {
         if spec.is_empty() {
             return Ok(Some(Vec::new()));
         }
-        let mut sql = String::new();
-        let rows = ranges_query(q!("available"), shop, spec, &mut sql).fetch_all(c).await?;
-        let rows = rows
-            .iter()
-            .map(|r| Ok((name(r, "item_id")?, name(r, "location_id")?, r.try_get::<i64, _>("available")?)))
-            .collect::<sqlx::Result<Vec<_>>>()?;
-        Ok(Some(rows))
-    }
-
-    async fn ensure_ledger(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<()> {
-        sqlx::query(q!("ensure_ledger"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .execute(c)
-            .await?;
-        Ok(())
-    }
-
-    async fn write_ledger(c: &mut MySqlConnection, shop: &ShopId, row: &Ledger) -> sqlx::Result<()> {
-        sqlx::query(q!("write_ledger"))
-            .bind(row.on_hand)
-            .bind(row.committed)
-            .bind(row.unpooled)
-            .bind(shop.as_str())
-            .bind(row.item.as_str())
-            .bind(row.location.as_str())
-            .execute(c)
-            .await?;
-        Ok(())
+        let (sql, args) = with_candidates(raw!("available"), shop, spec, "");
+        MySql::fetch(c, &sql, &args).await?.iter().map(run::available::<Self>).collect::<sqlx::Result<_>>().map(Some)
     }
 
     async fn expire_at(
@@ -472,12 +314,12 @@ impl Dialect for My {
         item: &ItemId,
         location: &LocationId,
     ) -> sqlx::Result<u64> {
-        let rows = sqlx::query(q!("expire_at"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .fetch_all(&mut *c)
-            .await?;
+        let rows = MySql::fetch(c, &tag::sql(raw!("expire_at")), &run::place(shop, item, location)).await?;
+        expire_rows(c, &rows).await
+    }
+
+    async fn sweep(c: &mut MySqlConnection, limit: u32) -> sqlx::Result<u64> {
+        let rows = MySql::fetch(c, &tag::sql(raw!("sweep")), &[Arg::Int(limit.into())]).await?;
         expire_rows(c, &rows).await
     }
 
@@ -487,74 +329,25 @@ impl Dialect for My {
         item: &ItemId,
         location: &LocationId,
     ) -> sqlx::Result<Folded> {
-        let rows = sqlx::query(q!("fold"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .fetch_all(&mut *c)
-            .await?;
+        let place = run::place(shop, item, location);
+        let rows = MySql::fetch(c, &tag::sql(raw!("fold")), &place).await?;
         if rows.is_empty() {
             return Ok(Folded::default());
         }
         let mut folded = Folded::default();
         let mut ids = Vec::with_capacity(rows.len());
         for r in &rows {
-            let state = ascii(r, "state")?;
-            let quantity: i64 = r.try_get("quantity")?;
-            match state.as_str() {
+            let quantity = MySql::int(r, "quantity")?;
+            match MySql::text(r, "state")?.as_str() {
                 "returned" => folded.restocked += quantity,
                 _ => folded.settled += quantity,
             }
-            ids.push(r.try_get::<i64, _>("reservation_id")?);
+            ids.push(MySql::int(r, "reservation_id")?);
         }
-        sqlx::query(q!("fold_mark"))
-            .bind(json!(ids).to_string())
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .execute(c)
-            .await?;
+        let ids = json!(ids).to_string();
+        let args = [Arg::Text(&ids), place[0], place[1], place[2]];
+        MySql::execute(c, &tag::sql(raw!("fold_mark")), &args).await?;
         Ok(folded)
-    }
-
-    async fn refill(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        cap: u32,
-        n: i64,
-    ) -> sqlx::Result<u64> {
-        let done = sqlx::query(q!("refill"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .bind(cap as i64)
-            .bind(cap as i64)
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .bind(n)
-            .execute(c)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn in_flight(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<i64> {
-        sqlx::query_scalar(q!("in_flight"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .bind(shop.as_str())
-            .fetch_one(c)
-            .await
     }
 
     async fn insert_reservation(
@@ -565,7 +358,7 @@ impl Dialect for My {
         ttl: Ttl,
         lines: &[Allocation],
     ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
-        let done = sqlx::query(q!("insert_reservation"))
+        let done = sqlx::query(&tag::sql(raw!("insert_reservation")))
             .bind(shop.as_str())
             .bind(key.as_str())
             .bind(fingerprint)
@@ -575,44 +368,17 @@ impl Dialect for My {
         if done.rows_affected() == 0 {
             return Ok(None);
         }
-        let id = reservation_id(done.last_insert_id() as i64)?;
+        let id = run::reservation_id(done.last_insert_id() as i64)?;
         let lines: Vec<_> = lines
             .iter()
             .map(|l| json!({"item": l.item.as_str(), "location": l.location.as_str(), "qty": l.quantity}))
             .collect();
-        sqlx::query(q!("insert_lines"))
-            .bind(shop.as_str())
-            .bind(id.get())
-            .bind(serde_json::Value::Array(lines).to_string())
-            .execute(&mut *c)
-            .await?;
+        let lines = serde_json::Value::Array(lines).to_string();
+        let args = [Arg::Text(shop.as_str()), Arg::Int(id.get()), Arg::Text(&lines)];
+        MySql::execute(c, &tag::sql(raw!("insert_lines")), &args).await?;
         // No INSERT … RETURNING on MySQL: read the database's expiry back.
-        let row = sqlx::query(q!("head")).bind(shop.as_str()).bind(id.get()).fetch_one(c).await?;
-        Ok(Some((id, row.try_get("expires_at")?)))
-    }
-
-    async fn find_by_key(c: &mut MySqlConnection, shop: &ShopId, key: &IdempotencyKey) -> sqlx::Result<Option<Head>> {
-        let row = sqlx::query(q!("find_by_key")).bind(shop.as_str()).bind(key.as_str()).fetch_optional(c).await?;
-        row.as_ref().map(head).transpose()
-    }
-
-    async fn head(c: &mut MySqlConnection, shop: &ShopId, id: ReservationId, lock: bool) -> sqlx::Result<Option<Head>> {
-        let sql = crate::tag::sql(if lock { raw!("head_for_update") } else { raw!("head") });
-        let row = sqlx::query(&sql).bind(shop.as_str()).bind(id.get()).fetch_optional(c).await?;
-        row.as_ref().map(head).transpose()
-    }
-
-    async fn lines(c: &mut MySqlConnection, shop: &ShopId, id: ReservationId) -> sqlx::Result<Vec<Allocation>> {
-        let rows = sqlx::query(q!("lines")).bind(shop.as_str()).bind(id.get()).fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Allocation {
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    quantity: r.try_get::<i32, _>("quantity")? as u32,
-                })
-            })
-            .collect()
+        let head = run::head_of::<Self>(c, shop, id, false).await?;
+        Ok(head.map(|h| (id, h.expires_at)))
     }
 
     async fn transition(
@@ -620,100 +386,11 @@ impl Dialect for My {
         shop: &ShopId,
         id: ReservationId,
         status: ReservationStatus,
-        state: &'static str,
+        state: LineState,
     ) -> sqlx::Result<()> {
-        sqlx::query(q!("transition"))
-            .bind(status.as_str())
-            .bind(state)
-            .bind(shop.as_str())
-            .bind(id.get())
-            .execute(c)
-            .await?;
+        let args =
+            [Arg::Text(status.as_str()), Arg::Text(state.as_str()), Arg::Text(shop.as_str()), Arg::Int(id.get())];
+        MySql::execute(c, &tag::sql(raw!("transition")), &args).await?;
         Ok(())
-    }
-
-    async fn extend(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        id: ReservationId,
-        ttl: Ttl,
-    ) -> sqlx::Result<DateTime<Utc>> {
-        sqlx::query(q!("extend"))
-            .bind(ttl.as_secs() as i64)
-            .bind(shop.as_str())
-            .bind(id.get())
-            .execute(&mut *c)
-            .await?;
-        let row = sqlx::query(q!("head")).bind(shop.as_str()).bind(id.get()).fetch_one(c).await?;
-        row.try_get("expires_at")
-    }
-
-    async fn sweep(c: &mut MySqlConnection, limit: u32) -> sqlx::Result<u64> {
-        let rows = sqlx::query(q!("sweep")).bind(limit as i64).fetch_all(&mut *c).await?;
-        expire_rows(c, &rows).await
-    }
-
-    async fn levels(c: &mut MySqlConnection, shop: &ShopId, item: &ItemId) -> sqlx::Result<Vec<LocationLevel>> {
-        let sql = crate::tag::sql(raw!("levels"));
-        let mut query = sqlx::query(&sql);
-        for _ in 0..3 {
-            query = query.bind(shop.as_str()).bind(item.as_str());
-        }
-        let rows = query.fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(LocationLevel {
-                    location: name(r, "location_id")?,
-                    quantities: Quantities {
-                        on_hand: r.try_get("on_hand")?,
-                        available: r.try_get("available")?,
-                        reserved: r.try_get("reserved")?,
-                        committed: r.try_get("committed")?,
-                    },
-                })
-            })
-            .collect()
-    }
-
-    async fn audit(c: &mut MySqlConnection, shop: Option<&ShopId>) -> sqlx::Result<(Vec<AuditRow>, Vec<AuditRow>)> {
-        let shop = shop.map(|s| s.as_str());
-        let sql = crate::tag::sql(raw!("audit"));
-        let mut query = sqlx::query(&sql);
-        for _ in 0..6 {
-            query = query.bind(shop);
-        }
-        let rows = query.fetch_all(&mut *c).await?;
-        let rows = rows
-            .iter()
-            .map(|r| {
-                Ok(AuditRow {
-                    shop: name(r, "shop_id")?,
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    on_hand: r.try_get("on_hand")?,
-                    unpooled: r.try_get("unpooled")?,
-                    pooled: r.try_get("pooled")?,
-                    reserved: r.try_get("reserved")?,
-                    committed: r.try_get("committed")?,
-                })
-            })
-            .collect::<sqlx::Result<Vec<_>>>()?;
-        let orphans = sqlx::query(q!("audit_orphans")).bind(shop).bind(shop).fetch_all(c).await?;
-        let orphans = orphans
-            .iter()
-            .map(|r| {
-                Ok(AuditRow {
-                    shop: name(r, "shop_id")?,
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    on_hand: 0,
-                    unpooled: 0,
-                    pooled: r.try_get("pooled")?,
-                    reserved: r.try_get("open")?,
-                    committed: 0,
-                })
-            })
-            .collect::<sqlx::Result<Vec<_>>>()?;
-        Ok((rows, orphans))
     }
 }

@@ -16,45 +16,32 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, AuditRow, Backend, Error, IdempotencyKey, ItemId, LocationId, LocationLevel, Quantities, ReservationId,
-    ReservationStatus, ShopId, Ttl,
+    Allocation, Backend, Error, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ShopId, Ttl,
 };
 use serde_json::json;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
 };
-use sqlx::{Executor, Row, Sqlite, SqlitePool};
+use sqlx::{Sqlite, SqlitePool};
 
 use crate::ConnectOptions;
-use crate::dialect::{Dialect, Fault, Folded, Head, Ledger, Taken, Tx, TxMode, Want};
-use crate::migrate::Migration;
+use crate::dialect::{Dialect, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Taken, Tx, TxMode, Want};
+use crate::driver::{Arg, Driver};
+use crate::migrate::{Migration, migrations};
+use crate::run;
+use crate::tag;
 
 #[derive(Debug)]
 pub struct Lite;
-
-const MIGRATIONS: &[Migration] = &[
-    Migration { version: 1, name: "init", sql: include_str!("migrations/0001_init.sql") },
-    Migration { version: 2, name: "tokens", sql: include_str!("migrations/0002_tokens.sql") },
-    Migration { version: 3, name: "modes", sql: include_str!("migrations/0003_modes.sql") },
-];
 
 /// How long a writer waits for another process to let go of the write lock
 /// before the attempt fails as busy (and the engine retries it).
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A statement's text from `queries/`, raw (for templates that are built
-/// into the statement sent).
-macro_rules! raw {
-    ($name:literal) => {
-        include_str!(concat!("queries/", $name, ".sql"))
-    };
-}
-
-/// A statement from `queries/` with the comment naming who sends it (see
-/// `tag.rs`); a temporary, so use it where the statement is sent.
+/// A statement's text from `queries/`, with the comment naming who sends it.
 macro_rules! q {
     ($name:literal) => {
-        &*crate::tag::sql(raw!($name))
+        &*tag::sql(include_str!(concat!("queries/", $name, ".sql")))
     };
 }
 
@@ -103,56 +90,29 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
         .map_err(|e| Error::Unavailable(format!("cannot create the directory {}: {e}", dir.display())))
 }
 
-fn text<T: ToString>(v: &T) -> String {
-    v.to_string()
-}
-
-fn name<T: std::str::FromStr<Err = holdfast_core::Invalid>>(row: &SqliteRow, col: &str) -> sqlx::Result<T> {
-    let s: String = row.try_get(col)?;
-    s.parse().map_err(|e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e)))
-}
-
-/// A stored time: integer unix milliseconds, UTC.
-fn millis(row: &SqliteRow, col: &str) -> sqlx::Result<DateTime<Utc>> {
-    let ms: i64 = row.try_get(col)?;
-    DateTime::from_timestamp_millis(ms)
-        .ok_or_else(|| sqlx::Error::Decode(format!("{col} out of range: {ms} ms").into()))
-}
-
-fn reservation_id(row: &SqliteRow) -> sqlx::Result<ReservationId> {
-    ReservationId::new(row.try_get("id")?).map_err(|e| sqlx::Error::Decode(Box::new(e)))
-}
-
-fn head(row: &SqliteRow) -> sqlx::Result<Head> {
-    let status: String = row.try_get("status")?;
-    Ok(Head {
-        id: reservation_id(row)?,
-        key: name::<IdempotencyKey>(row, "idempotency_key")?,
-        fingerprint: row.try_get("fingerprint")?,
-        status: ReservationStatus::parse(&status)
-            .ok_or_else(|| sqlx::Error::Decode(format!("unknown status {status:?}").into()))?,
-        expires_at: millis(row, "expires_at")?,
-        expired: row.try_get("expired")?,
-    })
-}
-
 /// Moves the held units of the reservations `rows` named (columns `shop_id`
 /// and `id`, as expire_at and sweep return them) to `state`.
-async fn move_held(c: &mut SqliteConnection, rows: &[SqliteRow], state: &str) -> sqlx::Result<()> {
+async fn move_held(c: &mut SqliteConnection, rows: &[SqliteRow], state: LineState) -> sqlx::Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
     let ids = rows
         .iter()
-        .map(|r| Ok(json!([r.try_get::<String, _>("shop_id")?, r.try_get::<i64, _>("id")?])))
+        .map(|r| Ok(json!([Sqlite::text(r, "shop_id")?, Sqlite::int(r, "id")?])))
         .collect::<sqlx::Result<Vec<_>>>()?;
-    sqlx::query(q!("move_held")).bind(json!(ids).to_string()).bind(state).execute(c).await?;
+    let ids = json!(ids).to_string();
+    Sqlite::execute(c, q!("move_held"), &[Arg::Text(&ids), Arg::Text(state.as_str())]).await?;
     Ok(())
 }
 
 impl Dialect for Lite {
     type Db = Sqlite;
     const BACKEND: Backend = Backend::Sqlite;
+    const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes");
+    /// The write lock serialises concurrent `migrate` runs on one file.
+    const BEGIN_MIGRATION: &'static str = "BEGIN IMMEDIATE";
+
+    queries!();
 
     async fn begin(pool: &SqlitePool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
         match mode {
@@ -160,10 +120,10 @@ impl Dialect for Lite {
             // transaction that read first could find, when it writes, that
             // another writer got in between (SQLITE_BUSY_SNAPSHOT), and
             // everything it read would be stale. Waits up to BUSY_TIMEOUT.
-            TxMode::Write => pool.begin_with(crate::tag::sql("BEGIN IMMEDIATE")).await,
+            TxMode::Write => pool.begin_with(tag::sql("BEGIN IMMEDIATE")).await,
             // Deferred: under WAL a reader sees one snapshot from its first
             // read to its end and neither blocks nor waits for the writer.
-            TxMode::Snapshot => pool.begin_with(crate::tag::sql("BEGIN")).await,
+            TxMode::Snapshot => pool.begin_with(tag::sql("BEGIN")).await,
         }
     }
 
@@ -180,48 +140,29 @@ impl Dialect for Lite {
                 Some(10 | 13 | 14) => Fault::Connection,
                 _ => Fault::Other,
             },
-            sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
-                Fault::Connection
-            }
-            _ => Fault::Other,
+            e => crate::dialect::plumbing_fault(e),
         }
     }
 
-    async fn migrate(pool: &SqlitePool) -> sqlx::Result<()> {
-        // BEGIN IMMEDIATE serialises concurrent `migrate` runs on one file.
-        let mut tx = pool.begin_with(crate::tag::sql("BEGIN IMMEDIATE")).await?;
-        sqlx::query(&crate::tag::sql(
-            "CREATE TABLE IF NOT EXISTS holdfast_migrations (
-                 version INTEGER PRIMARY KEY, name TEXT NOT NULL,
-                 applied_at INTEGER NOT NULL DEFAULT (CAST(round(unixepoch('subsec') * 1000) AS INTEGER))
-             ) STRICT",
-        ))
-        .execute(&mut *tx)
-        .await?;
-        let done: Vec<i32> =
-            sqlx::query_scalar(&crate::tag::sql("SELECT version FROM holdfast_migrations")).fetch_all(&mut *tx).await?;
-        for m in MIGRATIONS {
-            if !done.contains(&m.version) {
-                // A plain string runs every statement in it.
-                (&mut *tx).execute(&*crate::tag::sql(m.sql)).await?;
-                sqlx::query(&crate::tag::sql("INSERT INTO holdfast_migrations (version, name) VALUES (?1, ?2)"))
-                    .bind(m.version)
-                    .bind(m.name)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
-        tx.commit().await
-    }
-
-    async fn take_units(c: &mut SqliteConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Taken>> {
+    /// The writer holds the whole database: nothing to skip or wait for.
+    async fn take_units(
+        c: &mut SqliteConnection,
+        shop: &ShopId,
+        wants: &[Want],
+        _waiting: bool,
+    ) -> sqlx::Result<Vec<Taken>> {
         let want = json!(
-            wants.iter().map(|w| json!([text(&w.item), w.location.as_ref().map(text), w.qty])).collect::<Vec<_>>()
-        );
-        let rows = sqlx::query(q!("take_units")).bind(shop.as_str()).bind(want.to_string()).fetch_all(c).await?;
+            wants
+                .iter()
+                .map(|w| json!([w.item.as_str(), w.location.as_ref().map(|l| l.as_str()), w.qty]))
+                .collect::<Vec<_>>()
+        )
+        .to_string();
+        let rows = Sqlite::fetch(c, q!("take_units"), &[Arg::Text(shop.as_str()), Arg::Text(&want)]).await?;
         let mut taken: Vec<Taken> = Vec::new();
         for r in &rows {
-            let (item, location): (ItemId, LocationId) = (name(r, "item_id")?, name(r, "location_id")?);
+            let (item, location): (ItemId, LocationId) =
+                (run::name::<Sqlite, _>(r, "item_id")?, run::name::<Sqlite, _>(r, "location_id")?);
             match taken.iter_mut().find(|t| t.item == item && t.location == location) {
                 Some(t) => t.count += 1,
                 None => taken.push(Taken { item, location, count: 1 }),
@@ -230,52 +171,19 @@ impl Dialect for Lite {
         Ok(taken)
     }
 
+    /// One writer at a time: every kind of lock is the write lock this
+    /// transaction already holds (and a reader waits for nobody).
     async fn lock_ledgers(
         c: &mut SqliteConnection,
         shop: &ShopId,
-        spec: &[(ItemId, Option<LocationId>)],
+        spec: &Spec,
+        _lock: LedgerLock,
     ) -> sqlx::Result<Vec<Ledger>> {
-        let spec = json!(spec.iter().map(|(i, l)| json!([text(i), l.as_ref().map(text)])).collect::<Vec<_>>());
-        let rows = sqlx::query(q!("lock_ledgers")).bind(shop.as_str()).bind(spec.to_string()).fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Ledger {
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    on_hand: r.try_get("on_hand")?,
-                    committed: r.try_get("committed")?,
-                    unpooled: r.try_get("unpooled")?,
-                })
-            })
-            .collect()
-    }
-
-    async fn ensure_ledger(
-        c: &mut SqliteConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<()> {
-        sqlx::query(q!("ensure_ledger"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .execute(c)
-            .await?;
-        Ok(())
-    }
-
-    async fn write_ledger(c: &mut SqliteConnection, shop: &ShopId, row: &Ledger) -> sqlx::Result<()> {
-        sqlx::query(q!("write_ledger"))
-            .bind(shop.as_str())
-            .bind(row.item.as_str())
-            .bind(row.location.as_str())
-            .bind(row.on_hand)
-            .bind(row.committed)
-            .bind(row.unpooled)
-            .execute(c)
-            .await?;
-        Ok(())
+        let spec =
+            json!(spec.iter().map(|(i, l)| json!([i.as_str(), l.as_ref().map(|l| l.as_str())])).collect::<Vec<_>>())
+                .to_string();
+        let rows = Sqlite::fetch(c, q!("lock_ledgers"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
+        rows.iter().map(run::ledger::<Self>).collect()
     }
 
     async fn expire_at(
@@ -284,13 +192,14 @@ impl Dialect for Lite {
         item: &ItemId,
         location: &LocationId,
     ) -> sqlx::Result<u64> {
-        let gone = sqlx::query(q!("expire_at"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .fetch_all(&mut *c)
-            .await?;
-        move_held(c, &gone, "returned").await?;
+        let gone = Sqlite::fetch(c, q!("expire_at"), &run::place(shop, item, location)).await?;
+        move_held(c, &gone, LineState::Returned).await?;
+        Ok(gone.len() as u64)
+    }
+
+    async fn sweep(c: &mut SqliteConnection, limit: u32) -> sqlx::Result<u64> {
+        let gone = Sqlite::fetch(c, q!("sweep"), &[Arg::Int(limit.into())]).await?;
+        move_held(c, &gone, LineState::Returned).await?;
         Ok(gone.len() as u64)
     }
 
@@ -300,54 +209,16 @@ impl Dialect for Lite {
         item: &ItemId,
         location: &LocationId,
     ) -> sqlx::Result<Folded> {
-        let rows = sqlx::query(q!("fold"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .fetch_all(c)
-            .await?;
+        let rows = Sqlite::fetch(c, q!("fold"), &run::place(shop, item, location)).await?;
         let mut folded = Folded::default();
         for r in &rows {
-            let quantity: i64 = r.try_get("quantity")?;
-            match r.try_get::<&str, _>("state")? {
+            let quantity = Sqlite::int(r, "quantity")?;
+            match Sqlite::text(r, "state")?.as_str() {
                 "restocked" => folded.restocked += quantity,
                 _ => folded.settled += quantity,
             }
         }
         Ok(folded)
-    }
-
-    async fn refill(
-        c: &mut SqliteConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        cap: u32,
-        n: i64,
-    ) -> sqlx::Result<u64> {
-        let done = sqlx::query(q!("refill"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .bind(cap as i64)
-            .bind(n)
-            .execute(c)
-            .await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn in_flight(
-        c: &mut SqliteConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<i64> {
-        sqlx::query_scalar(q!("in_flight"))
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .fetch_one(c)
-            .await
     }
 
     async fn insert_reservation(
@@ -358,51 +229,19 @@ impl Dialect for Lite {
         ttl: Ttl,
         lines: &[Allocation],
     ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
-        let Some(row) = sqlx::query(q!("insert_reservation"))
-            .bind(shop.as_str())
-            .bind(key.as_str())
-            .bind(fingerprint)
-            .bind(ttl.as_secs() as i64)
-            .fetch_optional(&mut *c)
-            .await?
-        else {
+        let args =
+            [Arg::Text(shop.as_str()), Arg::Text(key.as_str()), Arg::Text(fingerprint), Arg::Int(ttl.as_secs() as i64)];
+        let rows = Sqlite::fetch(c, q!("insert_reservation"), &args).await?;
+        let Some(row) = rows.first() else {
             return Ok(None);
         };
-        let id = reservation_id(&row)?;
+        let id = run::reservation_id(Sqlite::int(row, "id")?)?;
         let lines =
-            json!(lines.iter().map(|l| json!([text(&l.item), text(&l.location), l.quantity])).collect::<Vec<_>>());
-        sqlx::query(q!("insert_lines")).bind(shop.as_str()).bind(id.get()).bind(lines.to_string()).execute(c).await?;
-        Ok(Some((id, millis(&row, "expires_at")?)))
-    }
-
-    async fn find_by_key(c: &mut SqliteConnection, shop: &ShopId, key: &IdempotencyKey) -> sqlx::Result<Option<Head>> {
-        let row = sqlx::query(q!("find_by_key")).bind(shop.as_str()).bind(key.as_str()).fetch_optional(c).await?;
-        row.as_ref().map(head).transpose()
-    }
-
-    /// `lock` needs no statement of its own: a writing transaction already
-    /// holds the database's write lock.
-    async fn head(
-        c: &mut SqliteConnection,
-        shop: &ShopId,
-        id: ReservationId,
-        _lock: bool,
-    ) -> sqlx::Result<Option<Head>> {
-        let row = sqlx::query(q!("head")).bind(shop.as_str()).bind(id.get()).fetch_optional(c).await?;
-        row.as_ref().map(head).transpose()
-    }
-
-    async fn lines(c: &mut SqliteConnection, shop: &ShopId, id: ReservationId) -> sqlx::Result<Vec<Allocation>> {
-        let rows = sqlx::query(q!("lines")).bind(shop.as_str()).bind(id.get()).fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Allocation {
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    quantity: r.try_get::<i64, _>("quantity")? as u32,
-                })
-            })
-            .collect()
+            json!(lines.iter().map(|l| json!([l.item.as_str(), l.location.as_str(), l.quantity])).collect::<Vec<_>>())
+                .to_string();
+        Sqlite::execute(c, q!("insert_lines"), &[Arg::Text(shop.as_str()), Arg::Int(id.get()), Arg::Text(&lines)])
+            .await?;
+        Ok(Some((id, Sqlite::time(row, "expires_at")?)))
     }
 
     async fn transition(
@@ -410,86 +249,12 @@ impl Dialect for Lite {
         shop: &ShopId,
         id: ReservationId,
         status: ReservationStatus,
-        state: &'static str,
+        state: LineState,
     ) -> sqlx::Result<()> {
-        sqlx::query(q!("transition")).bind(shop.as_str()).bind(id.get()).bind(status.as_str()).execute(&mut *c).await?;
-        let ids = json!([[shop.as_str(), id.get()]]);
-        sqlx::query(q!("move_held")).bind(ids.to_string()).bind(state).execute(c).await?;
+        let args = [Arg::Text(shop.as_str()), Arg::Int(id.get()), Arg::Text(status.as_str())];
+        Sqlite::execute(c, q!("transition"), &args).await?;
+        let ids = json!([[shop.as_str(), id.get()]]).to_string();
+        Sqlite::execute(c, q!("move_held"), &[Arg::Text(&ids), Arg::Text(state.as_str())]).await?;
         Ok(())
-    }
-
-    async fn extend(
-        c: &mut SqliteConnection,
-        shop: &ShopId,
-        id: ReservationId,
-        ttl: Ttl,
-    ) -> sqlx::Result<DateTime<Utc>> {
-        let row = sqlx::query(q!("extend"))
-            .bind(shop.as_str())
-            .bind(id.get())
-            .bind(ttl.as_secs() as i64)
-            .fetch_one(c)
-            .await?;
-        millis(&row, "expires_at")
-    }
-
-    async fn sweep(c: &mut SqliteConnection, limit: u32) -> sqlx::Result<u64> {
-        let gone = sqlx::query(q!("sweep")).bind(limit as i64).fetch_all(&mut *c).await?;
-        move_held(c, &gone, "returned").await?;
-        Ok(gone.len() as u64)
-    }
-
-    async fn levels(c: &mut SqliteConnection, shop: &ShopId, item: &ItemId) -> sqlx::Result<Vec<LocationLevel>> {
-        let rows = sqlx::query(q!("levels")).bind(shop.as_str()).bind(item.as_str()).fetch_all(c).await?;
-        rows.iter()
-            .map(|r| {
-                Ok(LocationLevel {
-                    location: name(r, "location_id")?,
-                    quantities: Quantities {
-                        on_hand: r.try_get("on_hand")?,
-                        available: r.try_get("available")?,
-                        reserved: r.try_get("reserved")?,
-                        committed: r.try_get("committed")?,
-                    },
-                })
-            })
-            .collect()
-    }
-
-    async fn audit(c: &mut SqliteConnection, shop: Option<&ShopId>) -> sqlx::Result<(Vec<AuditRow>, Vec<AuditRow>)> {
-        let shop = shop.map(|s| s.as_str());
-        let rows = sqlx::query(q!("audit")).bind(shop).fetch_all(&mut *c).await?;
-        let rows = rows
-            .iter()
-            .map(|r| {
-                Ok(AuditRow {
-                    shop: name(r, "shop_id")?,
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    on_hand: r.try_get("on_hand")?,
-                    unpooled: r.try_get("unpooled")?,
-                    pooled: r.try_get("pooled")?,
-                    reserved: r.try_get("reserved")?,
-                    committed: r.try_get("committed")?,
-                })
-            })
-            .collect::<sqlx::Result<Vec<_>>>()?;
-        let orphans = sqlx::query(q!("audit_orphans")).bind(shop).fetch_all(c).await?;
-        let orphans = orphans
-            .iter()
-            .map(|r| {
-                Ok(AuditRow {
-                    shop: name(r, "shop_id")?,
-                    item: name(r, "item_id")?,
-                    location: name(r, "location_id")?,
-                    on_hand: 0,
-                    unpooled: 0,
-                    pooled: r.try_get("pooled")?,
-                    reserved: r.try_get("open")?,
-                    committed: 0,
-                })
-            })
-            .collect::<sqlx::Result<Vec<_>>>()?;
-        Ok((rows, orphans))
     }
 }

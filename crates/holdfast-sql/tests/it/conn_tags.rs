@@ -10,7 +10,7 @@ use holdfast_core::{Backend, ConnTag, Error, StockChange, Store};
 use holdfast_sql::{ConnectOptions, StoreConfig, connect, connection_report, with_conn_tag};
 use sqlx::{Connection, Row};
 
-use crate::support::*;
+use holdfast_testkit::*;
 
 /// A tagged statement: `/* conn_tag:<tag> */ ` and, for a caller's tag,
 /// `/* op:<operation> */ `. Transaction control the driver sends itself

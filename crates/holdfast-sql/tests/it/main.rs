@@ -1,7 +1,18 @@
-//! holdfast-sql's integration tests: one binary (one link step), the shared
-//! conformance suite run against every backend on real servers.
+//! holdfast-sql's integration tests: one binary (one link step), on real
+//! servers — the shared conformance suite against each dialect, the
+//! connection tags as the servers log them, and MySQL/MariaDB's row locks.
 
-mod conformance;
 mod conn_tags;
 mod mysql_locks;
-mod support;
+
+mod postgres {
+    holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::Sql(holdfast_core::Backend::Postgres));
+}
+
+mod mysql {
+    holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::Sql(holdfast_core::Backend::MySql));
+}
+
+mod sqlite {
+    holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::Sql(holdfast_core::Backend::Sqlite));
+}

@@ -13,9 +13,11 @@ use holdfast_sql::StoreConfig;
 use sqlx::mysql::{MySqlConnection, MySqlDatabaseError};
 use sqlx::{Connection, Executor, Row};
 
-use crate::support::*;
+use holdfast_testkit::*;
 
-const TAKE_UNITS: &str = include_str!("../../src/mysql/queries/take_units.sql");
+/// One branch of the cart's take, as the store sends it (`src/mysql/mod.rs`).
+const TAKE_BRANCH: &str =
+    concat!("(", include_str!("../../src/mysql/queries/take_units_branch.sql"), "FOR UPDATE SKIP LOCKED)");
 const DELETE_UNITS: &str = include_str!("../../src/mysql/queries/delete_units.sql");
 const LOCK_LEDGERS: &str = include_str!("../../src/mysql/queries/lock_ledgers.sql");
 const REFILL: &str = include_str!("../../src/mysql/queries/refill.sql");
@@ -38,7 +40,7 @@ async fn exec(c: &mut MySqlConnection, sql: &str) {
 /// The store's take for a cart of `(item, qty)` lines at location `wh`: the
 /// UNION ALL of one locking branch per line, then the DELETE by key.
 async fn take(c: &mut MySqlConnection, lines: &[(&'static str, i64)]) -> sqlx::Result<u64> {
-    let sql = vec![TAKE_UNITS; lines.len()].join("\nUNION ALL\n");
+    let sql = vec![TAKE_BRANCH; lines.len()].join("\nUNION ALL\n");
     let mut q = sqlx::query(&sql);
     for &(item, qty) in lines {
         q = q.bind("s1").bind(item).bind("wh").bind("s1").bind(item).bind(qty);
@@ -188,7 +190,10 @@ async fn short_reserve(
             // Let the other one take the ledger lock first.
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        let lock = LOCK_LEDGERS.replace("/* ranges */", "(l.item_id = ? AND l.location_id = ?)");
+        // One candidate, as the store appends it (`src/mysql/mod.rs`).
+        let lock = format!(
+            "{LOCK_LEDGERS}  AND ((l.item_id = ? AND l.location_id = ?))\nORDER BY l.item_id, l.location_id\nFOR UPDATE"
+        );
         let row = sqlx::query(&lock).bind("s1").bind("hot").bind("wh").fetch_one(&mut c).await?;
         let unpooled: i64 = row.get("unpooled");
         let refilled = if unpooled > 0 {

@@ -4,7 +4,7 @@
 -- reserves have deleted still count), units released but not yet folded,
 -- and units of expired holds. When a line cannot be filled even from these,
 -- the answer is `insufficient_stock` without taking the ledger lock.
--- The /* ranges */ marker is filled as in lock_ledgers.sql.
+-- The candidates follow as in lock_ledgers.sql.
 SELECT l.item_id, l.location_id,
        CAST(l.unpooled
             + (SELECT COUNT(*) FROM reservation_units u
@@ -21,5 +21,4 @@ SELECT l.item_id, l.location_id,
                         WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) AND r.shop_id = l.shop_id), 0)
             AS SIGNED) AS available
 FROM inventory_levels l
-WHERE l.shop_id = ? AND (/* ranges */)
-ORDER BY l.item_id, l.location_id
+WHERE l.shop_id = ?

@@ -19,10 +19,4 @@ SELECT l.item_id, l.location_id,
                     AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
                    WHERE r.status = 'held' AND r.expires_at <= now() AND r.shop_id = l.shop_id), 0)
        AS available
-FROM inventory_levels l
-WHERE l.shop_id = $1
-  AND l.item_id = ANY ($2::text[])
-  AND EXISTS (
-      SELECT 1 FROM unnest($2::text[], $3::text[]) AS w (item_id, location_id)
-      WHERE w.item_id = l.item_id AND (w.location_id IS NULL OR w.location_id = l.location_id))
-ORDER BY l.item_id, l.location_id
+-- candidates.sql follows.

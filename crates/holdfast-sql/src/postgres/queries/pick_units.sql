@@ -1,6 +1,9 @@
 -- The first half of take_units.sql and reserve_fast.sql (joined in
 -- postgres/mod.rs, so both paths pick units the same way): for every wanted
--- (item, location), lock up to `qty` free unit rows. PostgreSQL forbids
+-- (item, location), lock up to `qty` free unit rows. The locking clause and
+-- pick_units_end.sql follow: FOR UPDATE SKIP LOCKED, or a plain FOR UPDATE
+-- when a transaction under the ledger lock must wait for the rows fast-path
+-- reserves still hold (docs/design.md, lock order). PostgreSQL forbids
 -- locking clauses under UNION, so each line is a LATERAL subquery with its
 -- own LIMIT and FOR UPDATE SKIP LOCKED: concurrent buyers of a hot item take
 -- different rows instead of queueing on one. A NULL location means the first
@@ -21,6 +24,3 @@ WITH want AS (
         FROM reservation_units ru
         WHERE ru.shop_id = $1 AND ru.item_id = want.item_id AND ru.location_id = want.location_id
         LIMIT want.qty
-        FOR UPDATE SKIP LOCKED
-    ) AS u
-)

@@ -8,16 +8,3 @@ WITH due AS (
     ORDER BY r.expires_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
-), gone AS (
-    UPDATE reservations r
-    SET status = 'expired', updated_at = now()
-    FROM due
-    WHERE r.shop_id = due.shop_id AND r.id = due.id
-    RETURNING r.shop_id, r.id
-), back AS (
-    UPDATE reserved_quantities q
-    SET state = 'returned'
-    FROM gone
-    WHERE q.shop_id = gone.shop_id AND q.reservation_id = gone.id AND q.state = 'held'
-)
-SELECT count(*) FROM gone

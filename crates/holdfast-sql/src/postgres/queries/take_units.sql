@@ -1,6 +1,7 @@
 -- Reserve, slow path: after pick_units.sql, delete the rows picked, in one
 -- round trip for the whole cart (the fast path does the same and more in
--- reserve_fast.sql). Lock order: pool rows, SKIP LOCKED (never waits).
+-- reserve_fast.sql). Lock order step 3: pool rows, with the locking clause
+-- pick_units.sql was given.
 , taken AS (
     DELETE FROM reservation_units d
     USING picked p

@@ -1,6 +1,4 @@
--- The reservation row. Also lock order step 1 for claim, release and extend:
--- there is no FOR UPDATE in SQLite, and none is needed; their transaction
--- began with BEGIN IMMEDIATE and holds the write lock.
+-- The reservation row.
 SELECT id, idempotency_key, fingerprint, status, expires_at,
        expires_at <= unixepoch('subsec') * 1000 AS expired
 FROM reservations

@@ -9,4 +9,4 @@ SELECT (SELECT count(*) FROM reservation_units u
         JOIN reserved_quantities q
           ON q.shop_id = r.shop_id AND q.reservation_id = r.id
          AND q.item_id = ?2 AND q.location_id = ?3 AND q.state = 'held'
-        WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 AND r.shop_id = ?1)
+        WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 AND r.shop_id = ?1) AS n

@@ -1,16 +1,14 @@
-//! Test fixtures: a fresh database of its own for every test, on a real
-//! server. A server that cannot be reached fails the test loudly; nothing is
-//! ever skipped.
+//! A database of its own for every test, created on a real server and
+//! dropped when the [`TestDb`] is dropped (also when the test panics).
 
 use std::future::Future;
 use std::sync::Arc;
 
-use holdfast_core::{
-    Backend, IdempotencyKey, ItemId, Line, LocationId, Quantity, ReserveRequest, ShopId, StockChange, Store, Ttl,
-};
-use holdfast_sql::{ConnectOptions, StoreConfig, connect};
-use rand::Rng;
+use holdfast_core::{Backend, Store};
+use holdfast_sql::{ConnectOptions, Database, StoreConfig};
 use sqlx::Connection;
+
+use crate::{block_on_aside, unique_name};
 
 /// The server URL (any database path) for a backend, from the environment or
 /// the local default.
@@ -25,7 +23,7 @@ pub fn server_url(backend: Backend) -> String {
     }
 }
 
-/// `url` with its database path replaced by `db`.
+/// `url` with its database path replaced by `db`; its `?query` is kept.
 pub fn with_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
@@ -41,58 +39,52 @@ pub fn with_database(url: &str, db: &str) -> String {
     out
 }
 
-/// A database created for one test and dropped after it.
+/// A database created for one test, migrated, and dropped with this value.
 pub struct TestDb {
     pub backend: Backend,
+    /// The store, tokens, mode rules and legacy ledger on the test database.
+    pub db: Database,
     pub store: Arc<dyn Store>,
-    /// The test database's own URL, for tests that inspect the server.
-    #[allow(dead_code)]
+    /// The test database's own URL, for tests that inspect the server or
+    /// start a second process on it.
     pub url: String,
-    name: String,
-    _dir: Option<TempDir>,
+    /// Last: the pools above close before the database is dropped.
+    _drop: DropDatabase,
 }
 
-/// A directory removed on drop (SQLite files).
-pub struct TempDir(pub std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+impl std::fmt::Debug for TestDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestDb").field("backend", &self.backend).field("url", &self.url).finish()
     }
 }
 
 impl TestDb {
+    pub async fn new(backend: Backend) -> Self {
+        Self::with_config(backend, StoreConfig::default()).await
+    }
+
     pub async fn with_config(backend: Backend, cfg: StoreConfig) -> Self {
-        let name = format!("hf_test_{:016x}", rand::thread_rng().r#gen::<u64>());
-        let (url, dir) = match backend {
+        let name = unique_name("hf_test");
+        let url = match backend {
             Backend::Postgres | Backend::MySql => {
                 let server = server_url(backend);
                 admin_exec(backend, &server, &format!("CREATE DATABASE {name}")).await;
-                (with_database(&server, &name), None)
+                with_database(&server, &name)
             }
             Backend::Sqlite => {
                 let dir = std::env::temp_dir().join(&name);
-                std::fs::create_dir_all(&dir).unwrap();
-                (format!("sqlite://{}", dir.join("holdfast.db").display()), Some(TempDir(dir)))
+                std::fs::create_dir_all(&dir).expect("create the test's directory");
+                format!("sqlite://{}", dir.join("holdfast.db").display())
             }
         };
+        // From here on, the database is dropped however this ends.
+        let drop = DropDatabase { backend, name };
         let mut opts = ConnectOptions::new(&url);
         opts.store = cfg;
         opts.max_connections = 24;
-        let store = connect(&opts).await.unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
-        store.migrate().await.expect("migrate");
-        TestDb { backend, store, url, name, _dir: dir }
-    }
-
-    async fn drop_database(&self) {
-        if matches!(self.backend, Backend::Postgres | Backend::MySql) {
-            let server = server_url(self.backend);
-            let sql = match self.backend {
-                Backend::Postgres => format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-                _ => format!("DROP DATABASE IF EXISTS {}", self.name),
-            };
-            admin_exec(self.backend, &server, &sql).await;
-        }
+        let db = holdfast_sql::open(&opts).await.unwrap_or_else(|e| panic!("{}: {e}", backend.name()));
+        db.store.migrate().await.expect("migrate");
+        TestDb { backend, store: db.store.clone(), db, url, _drop: drop }
     }
 
     /// Asserts the accounting invariant for every (shop, item, location).
@@ -100,6 +92,33 @@ impl TestDb {
         let report = self.store.audit(None).await.expect("audit");
         assert!(report.ok(), "audit found breaches: {report:#?}");
         assert!(report.checked > 0, "audit checked nothing");
+    }
+}
+
+/// Drops a test's database (or removes its SQLite directory) when dropped.
+struct DropDatabase {
+    backend: Backend,
+    name: String,
+}
+
+impl Drop for DropDatabase {
+    fn drop(&mut self) {
+        let (backend, name) = (self.backend, self.name.clone());
+        block_on_aside(async move {
+            match backend {
+                Backend::Postgres => {
+                    let sql = format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)");
+                    admin_exec(backend, &server_url(backend), &sql).await;
+                }
+                Backend::MySql => {
+                    let sql = format!("DROP DATABASE IF EXISTS {name}");
+                    admin_exec(backend, &server_url(backend), &sql).await;
+                }
+                Backend::Sqlite => {
+                    let _ = std::fs::remove_dir_all(std::env::temp_dir().join(&name));
+                }
+            }
+        });
     }
 }
 
@@ -122,7 +141,7 @@ async fn admin_exec(backend: Backend, server: &str, sql: &str) {
     }
 }
 
-/// Runs a test body against a fresh database, and drops the database
+/// Runs a test body against a fresh database; the database is dropped
 /// afterwards whether the body passed or panicked.
 pub async fn with_db<F, Fut>(backend: Backend, cfg: StoreConfig, body: F)
 where
@@ -131,37 +150,8 @@ where
 {
     let db = Arc::new(TestDb::with_config(backend, cfg).await);
     let outcome = tokio::spawn(body(db.clone())).await;
-    db.drop_database().await;
+    drop(db);
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }
-}
-
-pub fn shop(s: &str) -> ShopId {
-    ShopId::new(s).unwrap()
-}
-pub fn item(s: &str) -> ItemId {
-    ItemId::new(s).unwrap()
-}
-pub fn loc(s: &str) -> LocationId {
-    LocationId::new(s).unwrap()
-}
-pub fn key(s: &str) -> IdempotencyKey {
-    IdempotencyKey::new(s).unwrap()
-}
-
-pub fn line(i: &str, qty: i64, locations: Option<&[&str]>) -> Line {
-    Line {
-        item: item(i),
-        quantity: Quantity::new(qty).unwrap(),
-        locations: locations.map(|v| v.iter().map(|l| loc(l)).collect()),
-    }
-}
-
-pub fn request(s: &str, k: &str, lines: Vec<Line>) -> ReserveRequest {
-    ReserveRequest::new(shop(s), key(k), lines, Ttl::DEFAULT, false, false).unwrap()
-}
-
-pub async fn stock(store: &dyn Store, s: &str, i: &str, l: &str, on_hand: i64) {
-    store.change_stock(&shop(s), &item(i), &loc(l), StockChange::Set(on_hand)).await.expect("stock set");
 }

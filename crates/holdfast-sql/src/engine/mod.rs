@@ -1,0 +1,233 @@
+//! The reservation engine, written once for every SQL dialect: the pool of
+//! unit rows, its inline refill, holds and their settlement, stock changes,
+//! and the reports. docs/design.md describes the tables, the accounting
+//! invariant and the one global lock order every path here follows; the
+//! comments point at its steps.
+//!
+//! This module is the table of operations — each one's connection tag and
+//! retry policy — and the policy itself ([`SqlStore::retrying`]). One attempt
+//! of each operation is in `reserve`, `settle`, `stock` and `reports`.
+
+mod reports;
+mod reserve;
+mod settle;
+mod stock;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use holdfast_core::{
+    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation, ReservationId,
+    ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
+};
+use rand::Rng;
+use sqlx::Pool;
+
+use crate::dialect::{Dialect, Fault};
+use crate::tag;
+
+/// Settings shared by every SQL store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Most unit rows per (shop, item, location) in the pool.
+    pub pool_cap: u32,
+    /// Most attempts of one operation (deadlocks, busy database, contention).
+    pub max_attempts: u32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { pool_cap: 1_000, max_attempts: 60 }
+    }
+}
+
+/// Why one attempt of an operation did not finish.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// The database said no; [`Dialect::fault`] tells whether to retry.
+    Db(sqlx::Error),
+    /// Units the operation needs are locked by transactions still in flight:
+    /// they may roll back, so this is not "sold out". Retry after a pause.
+    Contended,
+    /// A final answer for the caller.
+    Domain(Error),
+    /// A ledger row the slow path needs is locked by a refill in progress.
+    LedgerBusy,
+    /// Waited for another transaction's refill: start over at once (no
+    /// backoff; not counted as a retry, since the other one made progress).
+    Again,
+}
+
+impl From<sqlx::Error> for Fail {
+    fn from(e: sqlx::Error) -> Self {
+        Fail::Db(e)
+    }
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Self {
+        Fail::Domain(e)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    retries: AtomicU64,
+    deadlocks: AtomicU64,
+    replenishments: AtomicU64,
+    expired: AtomicU64,
+}
+
+/// A [`holdfast_core::Store`] over one SQL database.
+#[derive(Debug)]
+pub(crate) struct SqlStore<D: Dialect> {
+    pub(crate) pool: Pool<D::Db>,
+    cfg: StoreConfig,
+    counters: Counters,
+}
+
+impl<D: Dialect> SqlStore<D> {
+    pub(crate) fn new(pool: Pool<D::Db>, cfg: StoreConfig) -> Self {
+        Self { pool, cfg, counters: Counters::default() }
+    }
+
+    /// Runs `attempt` until it gives an answer, retrying deadlocks, busy
+    /// databases and contention with jittered backoff, at most
+    /// `max_attempts` times. A broken connection is retried only for
+    /// `idempotent` operations: a commit whose answer was lost may have landed.
+    pub(crate) async fn retrying<T, F, Fut>(&self, idempotent: bool, mut attempt: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Fail>> + Send,
+    {
+        let mut n = 0u32;
+        let mut again = 0u32;
+        loop {
+            n += 1;
+            let fail = match attempt().await {
+                Ok(v) => return Ok(v),
+                Err(Fail::Domain(e)) => return Err(e),
+                // Bounded too, in case refills never end.
+                Err(Fail::Again) if again < self.cfg.max_attempts * 20 => {
+                    again += 1;
+                    n -= 1;
+                    continue;
+                }
+                Err(fail) => fail,
+            };
+            let retry = match &fail {
+                Fail::Contended | Fail::Again | Fail::LedgerBusy => true,
+                Fail::Db(e) => match D::fault(e) {
+                    Fault::Deadlock => {
+                        self.counters.deadlocks.fetch_add(1, Ordering::Relaxed);
+                        true
+                    }
+                    Fault::Busy => true,
+                    Fault::Connection => idempotent && n < 4,
+                    Fault::Other => false,
+                },
+                Fail::Domain(_) => unreachable!(),
+            };
+            if !retry || n >= self.cfg.max_attempts {
+                return Err(match fail {
+                    Fail::Contended | Fail::Again | Fail::LedgerBusy => Error::RetriesExhausted(n),
+                    Fail::Db(e) => match D::fault(&e) {
+                        Fault::Deadlock | Fault::Busy => Error::RetriesExhausted(n),
+                        Fault::Connection => Error::Unavailable(e.to_string()),
+                        Fault::Other => Error::Internal(e.to_string()),
+                    },
+                    Fail::Domain(e) => e,
+                });
+            }
+            self.counters.retries.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(backoff(n)).await;
+        }
+    }
+
+    /// Runs `attempt` as operation `tag`, retried as [`Self::retrying`] says.
+    async fn op<T, F, Fut>(&self, tag: &'static str, idempotent: bool, attempt: F) -> Result<T, Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, Fail>> + Send,
+    {
+        tag::op(tag, self.retrying(idempotent, attempt)).await
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Store for SqlStore<D> {
+    fn backend(&self) -> Backend {
+        D::BACKEND
+    }
+
+    async fn migrate(&self) -> Result<(), Error> {
+        tag::op("migrate", crate::migrate::run::<D>(&self.pool))
+            .await
+            .map_err(|e| Error::Internal(format!("migration failed: {e}")))
+    }
+
+    async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
+        self.op("reserve", true, || self.reserve_once(req)).await
+    }
+
+    async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        self.op("claim", true, || self.settle_once(shop, id, settle::Settle::Claim)).await
+    }
+
+    async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        self.op("release", true, || self.settle_once(shop, id, settle::Settle::Release)).await
+    }
+
+    async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
+        self.op("extend", true, || self.settle_once(shop, id, settle::Settle::Extend(ttl))).await
+    }
+
+    async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        self.op("get", true, || self.get_once(shop, id)).await
+    }
+
+    async fn expire(&self, limit: u32) -> Result<u64, Error> {
+        let n = self.op("expire", true, || self.sweep_once(limit)).await?;
+        self.counters.expired.fetch_add(n, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    async fn change_stock(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+        change: StockChange,
+    ) -> Result<LocationLevel, Error> {
+        let change = change.validate()?;
+        // Setting an absolute value may be repeated safely; a delta may not.
+        let idempotent = matches!(change, StockChange::Set(_));
+        self.op("stock", idempotent, || self.change_stock_once(shop, item, location, change)).await
+    }
+
+    async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
+        self.op("levels", true, || self.levels_once(shop, item)).await
+    }
+
+    async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
+        self.op("audit", true, || self.audit_once(shop)).await
+    }
+
+    fn stats(&self) -> StoreStats {
+        let c = &self.counters;
+        StoreStats {
+            retries: c.retries.load(Ordering::Relaxed),
+            deadlocks: c.deadlocks.load(Ordering::Relaxed),
+            replenishments: c.replenishments.load(Ordering::Relaxed),
+            expired: c.expired.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Full jitter, growing from 1 ms to at most 32 ms.
+fn backoff(attempt: u32) -> Duration {
+    let cap_us = 1_000u64 << attempt.min(5);
+    Duration::from_micros(rand::thread_rng().gen_range(200..=cap_us))
+}

@@ -1,0 +1,435 @@
+//! Reserve: the fast path (every line from its pool with SKIP LOCKED, one
+//! round trip), the lock-free sold-out check, and the slow path under the
+//! ledger locks with the inline refill (docs/design.md, "The pool").
+
+use std::collections::BTreeMap;
+
+use holdfast_core::{
+    Allocation, Error, ItemId, LocationId, Reservation, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall,
+};
+
+use super::{Fail, SqlStore};
+use crate::dialect::{Conn, Dialect, Fast, Head, Ledger, LedgerLock, Spec, Stmt, Tx, TxMode, Want};
+use crate::run;
+use crate::tag;
+
+/// What the lock-free look at a short reserve found.
+#[derive(Debug)]
+enum Verdict {
+    /// Not enough units even if every unit no live hold has were free.
+    SoldOut(Vec<Shortfall>),
+    /// Perhaps enough; the ledger rows that exist, where the dialect can tell.
+    Maybe(Option<Vec<Key>>),
+}
+
+/// A ledger row locked by this transaction, and what it has done to it.
+#[derive(Debug)]
+struct Locked {
+    row: Ledger,
+    /// Expired holds released and pending rows folded into `row`.
+    prepared: bool,
+    /// `row` changed and must be written back.
+    dirty: bool,
+}
+
+type Key = (ItemId, LocationId);
+
+impl<D: Dialect> SqlStore<D> {
+    /// One attempt of a reserve.
+    ///
+    /// Fast path: one statement takes, for every line, units from the pool of
+    /// its first candidate location with `SKIP LOCKED`. When every line is
+    /// filled, the hold is inserted and the transaction commits: no ledger
+    /// row is touched.
+    ///
+    /// Otherwise the fast path rolls back *before* anything waits for a
+    /// ledger lock, and the slow path runs in a new transaction. So a
+    /// transaction that holds pool rows never waits for a ledger lock, and a
+    /// slow-path transaction (which holds the ledger lock) may safely wait for
+    /// the pool rows that fast-path transactions still hold: they finish
+    /// without waiting for it. Without this rule, short carts holding a few
+    /// units each would wait on each other at sell-out and retry forever.
+    pub(super) async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
+        let wants: Vec<Want> = req
+            .lines
+            .iter()
+            .map(|l| Want {
+                item: l.item.clone(),
+                location: l.locations.as_ref().map(|v| v[0].clone()),
+                qty: l.quantity.get(),
+            })
+            .collect();
+        if let Some(done) = self.fast_path(req, &wants).await? {
+            return Ok(done);
+        }
+
+        let spec = candidate_spec(req);
+        let verdict = match self.sold_out(req, &spec).await? {
+            Verdict::SoldOut(shortfalls) => Err(Fail::Domain(Error::InsufficientStock(shortfalls))),
+            Verdict::Maybe(existing) => {
+                let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+                let _lease = tag::Lease::transaction();
+                let mut held = vec![BTreeMap::new(); req.lines.len()];
+                match self.slow_path(&mut tx, req, &spec, existing.as_deref(), &mut held).await {
+                    Ok(()) => return self.insert_hold(tx, req, &held).await,
+                    Err(Fail::LedgerBusy) => {
+                        // Another transaction is refilling: wait for it
+                        // holding nothing, then start over from the fast
+                        // path, where its rows are.
+                        tx.rollback().await?;
+                        let mut c = self.pool.acquire().await?;
+                        D::lock_ledgers(&mut c, &req.shop, &spec, LedgerLock::Await).await?;
+                        Err(Fail::Again)
+                    }
+                    Err(fail) => Err(fail),
+                }
+            }
+        };
+        match verdict {
+            // A replayed key must answer with its reservation even when the
+            // stock has gone since.
+            Err(Fail::Domain(Error::InsufficientStock(s))) => match self.replay(req).await? {
+                Some(r) => Ok(r),
+                None => Err(Fail::Domain(Error::InsufficientStock(s))),
+            },
+            other => other,
+        }
+    }
+
+    /// The fast path: every line from the pool of its first candidate
+    /// location, with SKIP LOCKED. `None` when some line came up short; then
+    /// nothing is held any more (no pool row, no ledger lock).
+    async fn fast_path(&self, req: &ReserveRequest, wants: &[Want]) -> Result<Option<Reserved>, Fail> {
+        if D::ONE_STATEMENT_FAST_PATH {
+            let fast = {
+                let mut c = self.pool.acquire().await?;
+                let _lease = tag::Lease::transaction();
+                D::reserve_fast(&mut c, &req.shop, &req.key, &req.fingerprint(), req.ttl, wants).await?
+            };
+            return match fast {
+                Fast::Held { id, expires_at, taken } => {
+                    let mut lines: Vec<Allocation> = taken
+                        .into_iter()
+                        .map(|t| Allocation { item: t.item, location: t.location, quantity: t.count })
+                        .collect();
+                    lines.sort();
+                    let status = ReservationStatus::Held;
+                    let reservation = Reservation { id, key: req.key.clone(), status, expires_at, lines };
+                    Ok(Some(Reserved { reservation, created: true }))
+                }
+                Fast::KeyTaken => match self.replay(req).await? {
+                    Some(r) => Ok(Some(r)),
+                    // The other holder of the key rolled back meanwhile.
+                    None => Err(Fail::Contended),
+                },
+                Fast::Short => Ok(None),
+            };
+        }
+        // The dialect has no one-statement fast path: the same in a
+        // transaction, rolled back when short.
+        let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
+        let taken = D::take_units(&mut tx, &req.shop, wants, false).await?;
+        // Items are unique within a request, so the item names the line.
+        let line_of: BTreeMap<&ItemId, usize> = req.lines.iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
+        let mut held: Vec<BTreeMap<LocationId, u32>> = vec![BTreeMap::new(); req.lines.len()];
+        for t in taken {
+            if let Some(&i) = line_of.get(&t.item) {
+                *held[i].entry(t.location).or_default() += t.count;
+            }
+        }
+        if (0..req.lines.len()).all(|i| total(&held[i]) == req.lines[i].quantity.get()) {
+            return self.insert_hold(tx, req, &held).await.map(Some);
+        }
+        tx.rollback().await?;
+        Ok(None)
+    }
+
+    /// The cheap answer for a sold-out item: from one lock-free snapshot,
+    /// the shortfalls when the request cannot be met even if every unit no
+    /// live hold has were free; otherwise the ledger rows that exist (`None`
+    /// when the dialect cannot tell), and the slow path must find out.
+    async fn sold_out(&self, req: &ReserveRequest, spec: &Spec) -> Result<Verdict, Fail> {
+        let mut c = self.pool.acquire().await?;
+        let _lease = tag::Lease::start();
+        let Some(rows) = D::available(&mut c, &req.shop, spec).await? else {
+            return Ok(Verdict::Maybe(None));
+        };
+        let mut shortfalls = Vec::new();
+        let mut any_short = false;
+        let mut any_units = false;
+        for line in &req.lines {
+            let at = |loc: &LocationId| {
+                rows.iter().find(|(i, l, _)| i == &line.item && l == loc).map(|r| r.2.max(0)).unwrap_or(0)
+            };
+            let per_location: Vec<i64> = match &line.locations {
+                Some(locs) => locs.iter().map(at).collect(),
+                None => rows.iter().filter(|(i, _, _)| i == &line.item).map(|r| r.2.max(0)).collect(),
+            };
+            let best =
+                if req.allow_split { per_location.iter().sum() } else { per_location.into_iter().max().unwrap_or(0) };
+            let qty = line.quantity.get();
+            any_short |= best < qty as i64;
+            any_units |= best > 0;
+            shortfalls.push(Shortfall {
+                item: line.item.clone(),
+                requested: qty,
+                available: best.min(qty as i64) as u32,
+            });
+        }
+        let hopeless = if req.allow_partial { !any_units } else { any_short };
+        Ok(match hopeless {
+            true => Verdict::SoldOut(shortfalls),
+            false => Verdict::Maybe(Some(rows.into_iter().map(|(i, l, _)| (i, l)).collect())),
+        })
+    }
+
+    /// Lock order step 4: inserts the hold for the units taken, and commits.
+    async fn insert_hold(
+        &self,
+        mut tx: Tx<D>,
+        req: &ReserveRequest,
+        held: &[BTreeMap<LocationId, u32>],
+    ) -> Result<Reserved, Fail> {
+        let mut lines: Vec<Allocation> = Vec::new();
+        for (i, h) in held.iter().enumerate() {
+            for (loc, &n) in h {
+                if n > 0 {
+                    lines.push(Allocation { item: req.lines[i].item.clone(), location: loc.clone(), quantity: n });
+                }
+            }
+        }
+        lines.sort();
+        if lines.is_empty() {
+            // allow_partial with nothing at all to hold.
+            drop(tx);
+            return match self.replay(req).await? {
+                Some(r) => Ok(r),
+                None => Err(Fail::Domain(Error::InsufficientStock(shortfalls(req, held)))),
+            };
+        }
+        let fingerprint = req.fingerprint();
+        match D::insert_reservation(&mut tx, &req.shop, &req.key, &fingerprint, req.ttl, &lines).await? {
+            Some((id, expires_at)) => {
+                tx.commit().await?;
+                Ok(Reserved {
+                    reservation: Reservation {
+                        id,
+                        key: req.key.clone(),
+                        status: ReservationStatus::Held,
+                        expires_at,
+                        lines,
+                    },
+                    created: true,
+                })
+            }
+            None => {
+                // The key is taken: give the units back and answer as a replay.
+                tx.rollback().await?;
+                match self.replay(req).await? {
+                    Some(r) => Ok(r),
+                    // The other holder of the key rolled back meanwhile.
+                    None => Err(Fail::Contended),
+                }
+            }
+        }
+    }
+
+    /// The existing reservation of `req.key`, if any: returned when the lines
+    /// match, `IdempotencyConflict` when they do not.
+    async fn replay(&self, req: &ReserveRequest) -> Result<Option<Reserved>, Fail> {
+        let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
+        let _lease = tag::Lease::transaction();
+        let Some(head) = run::first::<D, _>(
+            &mut tx,
+            Stmt::FindByKey,
+            &[req.shop.as_str().into(), req.key.as_str().into()],
+            run::head::<D>,
+        )
+        .await?
+        else {
+            return Ok(None);
+        };
+        if head.fingerprint != req.fingerprint() {
+            return Err(Fail::Domain(Error::IdempotencyConflict(req.key.to_string())));
+        }
+        let lines = run::lines_of::<D>(&mut tx, &req.shop, head.id).await?;
+        tx.commit().await?;
+        Ok(Some(Reserved { reservation: reservation(head, lines), created: false }))
+    }
+
+    /// A reserve under the ledger locks of every candidate location of every
+    /// line (taken at once, in lock order). For each candidate in order, see
+    /// [`Self::acquire`]. Afterwards the pool of every ledger row touched is
+    /// refilled, so only one transaction per (item, location) refills at a
+    /// time and the others find rows instead of queueing here.
+    async fn slow_path(
+        &self,
+        tx: &mut Conn<D>,
+        req: &ReserveRequest,
+        spec: &Spec,
+        existing: Option<&[Key]>,
+        held: &mut [BTreeMap<LocationId, u32>],
+    ) -> Result<(), Fail> {
+        // Take the ledger locks without waiting: when another transaction
+        // holds one, it is refilling that pool, and queueing behind it here —
+        // each waiter then holding the lock through its own commit — would
+        // serialise the whole herd. The caller waits for it holding nothing.
+        let rows = match existing {
+            Some(existing) => {
+                let rows = D::lock_ledgers(tx, &req.shop, spec, LedgerLock::Skip).await?;
+                if existing.iter().any(|k| !rows.iter().any(|r| r.item == k.0 && r.location == k.1)) {
+                    return Err(Fail::LedgerBusy);
+                }
+                rows
+            }
+            None => D::lock_ledgers(tx, &req.shop, spec, LedgerLock::Wait).await?,
+        };
+        let mut ledgers: BTreeMap<Key, Locked> = rows
+            .into_iter()
+            .map(|row| ((row.item.clone(), row.location.clone()), Locked { row, prepared: false, dirty: false }))
+            .collect();
+
+        let mut still_short: Vec<(usize, Vec<LocationId>)> = Vec::new();
+        for (i, (line, h)) in req.lines.iter().zip(held.iter_mut()).enumerate() {
+            let qty = line.quantity.get();
+            let candidates: Vec<LocationId> = match &line.locations {
+                Some(locs) => locs.clone(),
+                None => ledgers.keys().filter(|(it, _)| it == &line.item).map(|(_, l)| l.clone()).collect(),
+            };
+            if req.allow_split {
+                for loc in &candidates {
+                    let want = qty - total(h);
+                    if want == 0 {
+                        break;
+                    }
+                    let got = self.acquire(tx, &req.shop, &mut ledgers, &line.item, loc, want).await?;
+                    *h.entry(loc.clone()).or_default() += got;
+                }
+            } else {
+                // The first candidate that can fill the whole line wins; what
+                // was taken at the others goes back to their ledger rows.
+                let mut chosen = None;
+                for loc in &candidates {
+                    let have = h.get(loc).copied().unwrap_or(0);
+                    let got = self.acquire(tx, &req.shop, &mut ledgers, &line.item, loc, qty - have).await?;
+                    *h.entry(loc.clone()).or_default() += got;
+                    if have + got == qty {
+                        chosen = Some(loc.clone());
+                        break;
+                    }
+                }
+                // Without a winner keep the best single location: it is what a
+                // partial reserve holds, and what a failing one reports.
+                let keep = chosen.or_else(|| h.iter().max_by_key(|(_, n)| **n).map(|(l, _)| l.clone()));
+                let give_back: Vec<(LocationId, u32)> =
+                    h.iter().filter(|(l, _)| Some(*l) != keep.as_ref()).map(|(l, n)| (l.clone(), *n)).collect();
+                for (loc, n) in give_back {
+                    h.remove(&loc);
+                    if n > 0 {
+                        // Every candidate's ledger row is locked here, so the
+                        // units go back to their own row's `unpooled`.
+                        let locked = ledgers.get_mut(&(line.item.clone(), loc)).ok_or_else(|| {
+                            Fail::Domain(Error::Internal("units taken from an unlocked location".into()))
+                        })?;
+                        locked.row.unpooled += n as i64;
+                        locked.dirty = true;
+                    }
+                }
+            }
+            if total(h) < qty {
+                still_short.push((i, candidates));
+            }
+        }
+
+        if !still_short.is_empty() {
+            // An empty SKIP LOCKED result is not "sold out": rows may be held
+            // by transactions that can still roll back, and expired holds may
+            // be in a sweeper's hands. Only when nothing is in flight is the
+            // shortage real.
+            for (i, candidates) in &still_short {
+                for loc in candidates {
+                    if self.in_flight(tx, &req.shop, &req.lines[*i].item, loc).await? > 0 {
+                        return Err(Fail::Contended);
+                    }
+                }
+            }
+            if !req.allow_partial {
+                return Err(Fail::Domain(Error::InsufficientStock(shortfalls(req, held))));
+            }
+        }
+
+        self.write_back(tx, &req.shop, ledgers.into_values().filter(|l| l.dirty).map(|l| l.row)).await
+    }
+
+    /// Takes up to `want` units of (item, location) for a transaction that
+    /// holds the ledger lock. Pool rows come first: while this transaction
+    /// waited for the lock, the holder before it most likely refilled the
+    /// pool, and taking those rows needs no write to the ledger row, so a
+    /// herd of short reserves passes through the lock quickly. When the pool
+    /// is dry: release expired holds, fold pending rows, take units straight
+    /// from `unpooled`; and last, wait for pool rows that fast-path
+    /// transactions still hold (they commit or roll back without waiting for
+    /// anything this transaction holds), so that what is left is really gone.
+    async fn acquire(
+        &self,
+        tx: &mut Conn<D>,
+        shop: &ShopId,
+        ledgers: &mut BTreeMap<Key, Locked>,
+        item: &ItemId,
+        location: &LocationId,
+        want: u32,
+    ) -> Result<u32, Fail> {
+        let Some(locked) = ledgers.get_mut(&(item.clone(), location.clone())) else {
+            return Ok(0); // nothing stocked there
+        };
+        let wants = [Want { item: item.clone(), location: Some(location.clone()), qty: want }];
+        let mut got: u32 = D::take_units(tx, shop, &wants, false).await?.iter().map(|t| t.count).sum();
+        if got < want {
+            if !locked.prepared {
+                self.prepare(tx, shop, &mut locked.row).await?;
+                locked.prepared = true;
+                locked.dirty = true;
+            }
+            let from_ledger = locked.row.unpooled.min((want - got) as i64);
+            if from_ledger > 0 {
+                locked.row.unpooled -= from_ledger;
+                locked.dirty = true;
+                got += from_ledger as u32;
+            }
+        }
+        if got < want {
+            let wants = [Want { item: item.clone(), location: Some(location.clone()), qty: want - got }];
+            got += D::take_units(tx, shop, &wants, true).await?.iter().map(|t| t.count).sum::<u32>();
+        }
+        Ok(got)
+    }
+}
+
+/// Every candidate (item, location) of a request; `None` stands for every
+/// location of the item.
+fn candidate_spec(req: &ReserveRequest) -> Vec<(ItemId, Option<LocationId>)> {
+    req.lines
+        .iter()
+        .flat_map(|line| match &line.locations {
+            Some(locs) => locs.iter().map(|l| (line.item.clone(), Some(l.clone()))).collect(),
+            None => vec![(line.item.clone(), None)],
+        })
+        .collect()
+}
+
+fn total(h: &BTreeMap<LocationId, u32>) -> u32 {
+    h.values().sum()
+}
+
+fn shortfalls(req: &ReserveRequest, held: &[BTreeMap<LocationId, u32>]) -> Vec<Shortfall> {
+    req.lines
+        .iter()
+        .zip(held)
+        .map(|(l, h)| Shortfall { item: l.item.clone(), requested: l.quantity.get(), available: total(h) })
+        .collect()
+}
+
+pub(super) fn reservation(head: Head, lines: Vec<Allocation>) -> Reservation {
+    Reservation { id: head.id, key: head.key, status: head.status, expires_at: head.expires_at, lines }
+}

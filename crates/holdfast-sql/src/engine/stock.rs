@@ -1,0 +1,158 @@
+//! Stock changes (set, adjust, fulfil) and the work done under a ledger row
+//! lock (lock order step 2): releasing expired holds inline, folding settled
+//! units into the ledger row, and refilling the pool from it.
+
+use std::sync::atomic::Ordering;
+
+use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange};
+
+use super::{Fail, SqlStore};
+use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Stmt, TxMode, Want};
+use crate::run;
+use crate::tag;
+
+impl<D: Dialect> SqlStore<D> {
+    /// A stock change under the ledger lock. A decrease takes `unpooled`
+    /// units first, then free pool rows; it never takes reserved or committed
+    /// units.
+    pub(super) async fn change_stock_once(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+        change: StockChange,
+    ) -> Result<LocationLevel, Fail> {
+        let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
+        if !matches!(change, StockChange::Fulfil(_)) {
+            run::exec::<D>(&mut tx, Stmt::EnsureLedger, &run::place(shop, item, location)).await?;
+        }
+        let spec = [(item.clone(), Some(location.clone()))];
+        let Some(mut row) = D::lock_ledgers(&mut tx, shop, &spec, LedgerLock::Wait).await?.pop() else {
+            return Err(Fail::Domain(Error::StockConflict(format!(
+                "no stock is recorded for item {item} at location {location}"
+            ))));
+        };
+        self.prepare(&mut tx, shop, &mut row).await?;
+        match change {
+            StockChange::Fulfil(q) => {
+                if row.committed < q {
+                    let committed = row.committed;
+                    return Err(Fail::Domain(Error::StockConflict(format!(
+                        "cannot fulfil {q}: only {committed} committed unit(s) of item {item} at location {location} are ready to ship"
+                    ))));
+                }
+                row.on_hand -= q;
+                row.committed -= q;
+            }
+            StockChange::Set(_) | StockChange::Adjust(_) => {
+                let target = match change {
+                    StockChange::Set(n) => n,
+                    StockChange::Adjust(d) => row.on_hand + d,
+                    StockChange::Fulfil(_) => unreachable!(),
+                };
+                if target < 0 {
+                    return Err(Fail::Domain(Error::StockConflict(format!(
+                        "on_hand of item {item} at location {location} is {}; it cannot go below zero",
+                        row.on_hand
+                    ))));
+                }
+                let delta = target - row.on_hand;
+                if delta >= 0 {
+                    row.unpooled += delta;
+                } else {
+                    let mut need = -delta;
+                    let from_ledger = row.unpooled.min(need);
+                    row.unpooled -= from_ledger;
+                    need -= from_ledger;
+                    // Free rows first, then rows fast-path reserves still
+                    // hold (they may roll back), as in `acquire`.
+                    for waiting in [false, true] {
+                        while need > 0 {
+                            let qty = need.min(self.cfg.pool_cap.max(1) as i64) as u32;
+                            let wants = [Want { item: item.clone(), location: Some(location.clone()), qty }];
+                            let taken = D::take_units(&mut tx, shop, &wants, waiting).await?;
+                            let got: i64 = taken.iter().map(|t| t.count as i64).sum();
+                            if got == 0 {
+                                break;
+                            }
+                            need -= got;
+                        }
+                    }
+                    if need > 0 {
+                        if self.in_flight(&mut tx, shop, item, location).await? > 0 {
+                            return Err(Fail::Contended);
+                        }
+                        return Err(Fail::Domain(Error::StockConflict(format!(
+                            "on_hand of item {item} at location {location} cannot go to {target}: only {} unit(s) are unreserved; reserved and committed units cannot be removed",
+                            -delta - need
+                        ))));
+                    }
+                }
+                row.on_hand = target;
+            }
+        }
+        self.write_back(&mut tx, shop, std::iter::once(row)).await?;
+        let level =
+            run::all::<D, _>(&mut tx, Stmt::Levels, &[shop.as_str().into(), item.as_str().into()], run::level::<D>)
+                .await?
+                .into_iter()
+                .find(|l| &l.location == location)
+                .ok_or_else(|| Fail::Domain(Error::Internal("ledger row vanished".into())))?;
+        tx.commit().await?;
+        Ok(level)
+    }
+
+    /// Under the ledger lock: releases the expired holds of this (item,
+    /// location) — sweeper lag must not cause undersell — and folds claimed
+    /// and released units into the ledger row.
+    pub(super) async fn prepare(&self, tx: &mut Conn<D>, shop: &ShopId, row: &mut Ledger) -> Result<(), Fail> {
+        let expired = D::expire_at(tx, shop, &row.item, &row.location).await?;
+        self.counters.expired.fetch_add(expired, Ordering::Relaxed);
+        let folded = D::fold(tx, shop, &row.item, &row.location).await?;
+        row.unpooled += folded.restocked;
+        row.committed += folded.settled;
+        Ok(())
+    }
+
+    /// Refills the pool of each ledger row from its `unpooled` units and
+    /// writes the row back.
+    pub(super) async fn write_back(
+        &self,
+        tx: &mut Conn<D>,
+        shop: &ShopId,
+        rows: impl Iterator<Item = Ledger>,
+    ) -> Result<(), Fail> {
+        for mut row in rows {
+            if row.unpooled > 0 {
+                let n = row.unpooled.min(self.cfg.pool_cap as i64);
+                let args = run::place(shop, &row.item, &row.location);
+                let args = [args[0], args[1], args[2], i64::from(self.cfg.pool_cap).into(), n.into()];
+                let inserted = tag::op("replenish", run::exec::<D>(tx, Stmt::Refill, &args)).await?;
+                if inserted > 0 {
+                    self.counters.replenishments.fetch_add(1, Ordering::Relaxed);
+                }
+                row.unpooled -= inserted as i64;
+            }
+            let args = run::place(shop, &row.item, &row.location);
+            let args = [args[0], args[1], args[2], row.on_hand.into(), row.committed.into(), row.unpooled.into()];
+            run::exec::<D>(tx, Stmt::WriteLedger, &args).await?;
+        }
+        Ok(())
+    }
+
+    /// Units of (item, location) that other transactions have in flight: pool
+    /// rows this transaction could not take, and expired holds it could not
+    /// lock. Non-zero means "wait and retry", never "sold out".
+    pub(super) async fn in_flight(
+        &self,
+        tx: &mut Conn<D>,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+    ) -> Result<i64, Fail> {
+        let rows = run::rows::<D>(tx, Stmt::InFlight, &run::place(shop, item, location)).await?;
+        let row = rows.first().ok_or(Fail::Domain(Error::Internal("in_flight returned no row".into())))?;
+        Ok(<D::Db as crate::driver::Driver>::int(row, "n")?)
+    }
+}

@@ -1,0 +1,3 @@
+-- The end of pick_units.sql, after its locking clause.
+    ) AS u
+)

@@ -1,0 +1,216 @@
+//! The shared statements ([`Stmt`]) sent and their rows decoded, once for
+//! every dialect. Every text goes through `tag::sql`, so it carries the
+//! comment naming the business process that sent it.
+
+use std::str::FromStr;
+
+use holdfast_core::{
+    Allocation, AuditRow, IdempotencyKey, Invalid, ItemId, LocationId, LocationLevel, Quantities, ReservationId,
+    ReservationStatus, ShopId,
+};
+use sqlx::Database;
+
+use crate::dialect::{Conn, Dialect, Head, Ledger, Stmt, Taken};
+use crate::driver::{Arg, Driver};
+use crate::tag;
+
+pub(crate) type Row<D> = <<D as Dialect>::Db as Database>::Row;
+
+/// The arguments of `stmt` in its placeholders' order.
+fn ordered<'a, D: Dialect>(stmt: Stmt, args: &[Arg<'a>]) -> Vec<Arg<'a>> {
+    match D::placeholders(stmt) {
+        Some(order) => order.iter().map(|&i| args[i]).collect(),
+        None => args.to_vec(),
+    }
+}
+
+/// Sends a shared statement and returns its rows.
+pub(crate) async fn rows<D: Dialect>(c: &mut Conn<D>, stmt: Stmt, args: &[Arg<'_>]) -> sqlx::Result<Vec<Row<D>>> {
+    let sql = tag::sql(D::text(stmt));
+    let args = ordered::<D>(stmt, args);
+    D::Db::fetch(c, &sql, &args).await
+}
+
+/// Sends a shared statement and returns the rows it changed.
+pub(crate) async fn exec<D: Dialect>(c: &mut Conn<D>, stmt: Stmt, args: &[Arg<'_>]) -> sqlx::Result<u64> {
+    let sql = tag::sql(D::text(stmt));
+    let args = ordered::<D>(stmt, args);
+    D::Db::execute(c, &sql, &args).await
+}
+
+/// The first row, decoded, if there is one.
+pub(crate) async fn first<D: Dialect, T>(
+    c: &mut Conn<D>,
+    stmt: Stmt,
+    args: &[Arg<'_>],
+    decode: fn(&Row<D>) -> sqlx::Result<T>,
+) -> sqlx::Result<Option<T>> {
+    rows::<D>(c, stmt, args).await?.first().map(decode).transpose()
+}
+
+/// Every row, decoded.
+pub(crate) async fn all<D: Dialect, T>(
+    c: &mut Conn<D>,
+    stmt: Stmt,
+    args: &[Arg<'_>],
+    decode: fn(&Row<D>) -> sqlx::Result<T>,
+) -> sqlx::Result<Vec<T>> {
+    rows::<D>(c, stmt, args).await?.iter().map(decode).collect()
+}
+
+fn bad<E: std::error::Error + Send + Sync + 'static>(e: E) -> sqlx::Error {
+    sqlx::Error::Decode(Box::new(e))
+}
+
+/// A text column parsed into one of the domain's validated names.
+pub(crate) fn name<D: Driver, T: FromStr<Err = Invalid>>(row: &D::Row, col: &str) -> sqlx::Result<T> {
+    D::text(row, col)?.parse().map_err(bad)
+}
+
+/// A count or quantity that is never negative.
+pub(crate) fn count<D: Driver>(row: &D::Row, col: &str) -> sqlx::Result<u32> {
+    u32::try_from(D::int(row, col)?).map_err(bad)
+}
+
+pub(crate) fn reservation_id(id: i64) -> sqlx::Result<ReservationId> {
+    ReservationId::new(id).map_err(bad)
+}
+
+/// `id, idempotency_key, fingerprint, status, expires_at, expired`.
+pub(crate) fn head<D: Dialect>(row: &Row<D>) -> sqlx::Result<Head> {
+    let status = D::Db::text(row, "status")?;
+    Ok(Head {
+        id: reservation_id(D::Db::int(row, "id")?)?,
+        key: name::<D::Db, IdempotencyKey>(row, "idempotency_key")?,
+        fingerprint: D::Db::text(row, "fingerprint")?,
+        status: ReservationStatus::parse(&status)
+            .ok_or_else(|| sqlx::Error::Decode(format!("unknown status {status:?}").into()))?,
+        expires_at: D::Db::time(row, "expires_at")?,
+        expired: D::Db::flag(row, "expired")?,
+    })
+}
+
+/// `item_id, location_id, on_hand, committed, unpooled`.
+pub(crate) fn ledger<D: Dialect>(row: &Row<D>) -> sqlx::Result<Ledger> {
+    Ok(Ledger {
+        item: name::<D::Db, _>(row, "item_id")?,
+        location: name::<D::Db, _>(row, "location_id")?,
+        on_hand: D::Db::int(row, "on_hand")?,
+        committed: D::Db::int(row, "committed")?,
+        unpooled: D::Db::int(row, "unpooled")?,
+    })
+}
+
+/// `item_id, location_id, quantity`.
+pub(crate) fn allocation<D: Dialect>(row: &Row<D>) -> sqlx::Result<Allocation> {
+    Ok(Allocation {
+        item: name::<D::Db, _>(row, "item_id")?,
+        location: name::<D::Db, _>(row, "location_id")?,
+        quantity: count::<D::Db>(row, "quantity")?,
+    })
+}
+
+/// `item_id, location_id, n`.
+pub(crate) fn taken<D: Dialect>(row: &Row<D>) -> sqlx::Result<Taken> {
+    Ok(Taken {
+        item: name::<D::Db, _>(row, "item_id")?,
+        location: name::<D::Db, _>(row, "location_id")?,
+        count: count::<D::Db>(row, "n")?,
+    })
+}
+
+/// `item_id, location_id, available`.
+pub(crate) fn available<D: Dialect>(row: &Row<D>) -> sqlx::Result<(ItemId, LocationId, i64)> {
+    Ok((name::<D::Db, _>(row, "item_id")?, name::<D::Db, _>(row, "location_id")?, D::Db::int(row, "available")?))
+}
+
+/// `location_id, on_hand, available, reserved, committed`.
+pub(crate) fn level<D: Dialect>(row: &Row<D>) -> sqlx::Result<LocationLevel> {
+    Ok(LocationLevel {
+        location: name::<D::Db, _>(row, "location_id")?,
+        quantities: Quantities {
+            on_hand: D::Db::int(row, "on_hand")?,
+            available: D::Db::int(row, "available")?,
+            reserved: D::Db::int(row, "reserved")?,
+            committed: D::Db::int(row, "committed")?,
+        },
+    })
+}
+
+/// `shop_id, item_id, location_id` and the invariant's terms.
+pub(crate) fn audit_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<AuditRow> {
+    Ok(AuditRow {
+        shop: name::<D::Db, _>(row, "shop_id")?,
+        item: name::<D::Db, _>(row, "item_id")?,
+        location: name::<D::Db, _>(row, "location_id")?,
+        on_hand: D::Db::int(row, "on_hand")?,
+        unpooled: D::Db::int(row, "unpooled")?,
+        pooled: D::Db::int(row, "pooled")?,
+        reserved: D::Db::int(row, "reserved")?,
+        committed: D::Db::int(row, "committed")?,
+    })
+}
+
+/// `shop_id, item_id, location_id, pooled, open`: units with no ledger row.
+pub(crate) fn orphan_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<AuditRow> {
+    Ok(AuditRow {
+        shop: name::<D::Db, _>(row, "shop_id")?,
+        item: name::<D::Db, _>(row, "item_id")?,
+        location: name::<D::Db, _>(row, "location_id")?,
+        on_hand: 0,
+        unpooled: 0,
+        pooled: D::Db::int(row, "pooled")?,
+        reserved: D::Db::int(row, "open")?,
+        committed: 0,
+    })
+}
+
+/// The reservation row (locked when `lock`: lock order step 1).
+pub(crate) async fn head_of<D: Dialect>(
+    c: &mut Conn<D>,
+    shop: &ShopId,
+    id: ReservationId,
+    lock: bool,
+) -> sqlx::Result<Option<Head>> {
+    let stmt = if lock { Stmt::HeadForUpdate } else { Stmt::Head };
+    first::<D, _>(c, stmt, &[shop.as_str().into(), id.get().into()], head::<D>).await
+}
+
+pub(crate) async fn lines_of<D: Dialect>(
+    c: &mut Conn<D>,
+    shop: &ShopId,
+    id: ReservationId,
+) -> sqlx::Result<Vec<Allocation>> {
+    all::<D, _>(c, Stmt::Lines, &[shop.as_str().into(), id.get().into()], allocation::<D>).await
+}
+
+/// The three names of an (item, location) of a shop, as arguments.
+pub(crate) fn place<'a>(shop: &'a ShopId, item: &'a ItemId, location: &'a LocationId) -> [Arg<'a>; 3] {
+    [shop.as_str().into(), item.as_str().into(), location.as_str().into()]
+}
+
+/// A database error for a caller outside the reservation engine (tokens,
+/// mode rules, the legacy ledger), which does not retry: a lost connection is
+/// `unavailable`, anything else internal. Never carries SQL text.
+pub(crate) fn plain_error<D: Dialect>(e: sqlx::Error) -> holdfast_core::Error {
+    match D::fault(&e) {
+        crate::dialect::Fault::Connection => holdfast_core::Error::Unavailable(e.to_string()),
+        _ => holdfast_core::Error::Internal(e.to_string()),
+    }
+}
+
+/// Runs `$body` (a future of `sqlx::Result`) on a connection `$c` of
+/// `$store`'s pool as operation `$tag`, counted and tagged like the engine's
+/// statements, with its error as [`plain_error`] says.
+macro_rules! plain {
+    ($store:expr, $tag:literal, |$c:ident| $body:expr) => {
+        crate::tag::op($tag, async {
+            let mut conn = $store.pool.acquire().await.map_err(crate::run::plain_error::<D>)?;
+            let _lease = crate::tag::Lease::start();
+            let $c = &mut *conn;
+            $body.await.map_err(crate::run::plain_error::<D>)
+        })
+        .await
+    };
+}
+pub(crate) use plain;

@@ -1,0 +1,7 @@
+-- Lock order step 1 for claim, release and extend: the reservation row. There
+-- is no FOR UPDATE in SQLite and none is needed: their transaction began with
+-- BEGIN IMMEDIATE and holds the database's write lock.
+SELECT id, idempotency_key, fingerprint, status, expires_at,
+       expires_at <= unixepoch('subsec') * 1000 AS expired
+FROM reservations
+WHERE shop_id = ?1 AND id = ?2

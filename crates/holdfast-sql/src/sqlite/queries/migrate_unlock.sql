@@ -1,0 +1,2 @@
+-- Migrations (migrate.rs): gives back the lock of migrate_lock.sql.
+SELECT 1
