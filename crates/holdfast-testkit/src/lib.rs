@@ -10,6 +10,7 @@
 //! * [`Subject`] and [`TestStore`]: the store under test — a SQL dialect, the
 //!   legacy Redis store, or the mode router in one mode;
 //! * [`conformance`]: the suite every store runs, unchanged;
+//! * [`StatementLog`]: what the server itself logged of a test's statements;
 //! * short constructors for the domain's names and requests.
 //!
 //! A server that cannot be reached fails the test loudly; nothing is ever
@@ -21,11 +22,13 @@ pub mod conformance;
 mod db;
 mod names;
 mod redis;
+mod statement_log;
 mod subject;
 
 pub use db::{TestDb, server_url, with_database, with_db};
 pub use names::*;
 pub use redis::{OwnRedis, RedisPrefix, shared_redis_url};
+pub use statement_log::{StatementLog, assert_all_tagged, statement_tag};
 pub use subject::{Decider, Subject, TestStore, with_subject};
 
 use rand::SeedableRng;

@@ -22,7 +22,12 @@ pub struct RedisPrefix {
 
 impl RedisPrefix {
     pub fn new(url: &str) -> Self {
-        Self { url: url.to_string(), prefix: format!("{}:", unique_name("hf_redis")) }
+        Self::named(url, &format!("{}:", unique_name("hf_redis")))
+    }
+
+    /// The keys under `prefix`, which the test chose itself.
+    pub fn named(url: &str, prefix: &str) -> Self {
+        Self { url: url.to_string(), prefix: prefix.to_string() }
     }
 }
 

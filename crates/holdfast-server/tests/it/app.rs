@@ -13,7 +13,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::support::{TestDb, with_db};
+use crate::support::{RedisPrefix, TestDb, with_db};
 
 pub struct TestApp {
     pub db: Arc<TestDb>,
@@ -28,6 +28,8 @@ pub struct TestApp {
     pub sweeper: Sweeper,
     stop: Option<oneshot::Sender<()>>,
     served: Option<JoinHandle<anyhow::Result<()>>>,
+    /// The keys of `--redis-url`, deleted with the app.
+    _redis: Option<RedisPrefix>,
 }
 
 /// Settings for a test: a free port, the test's database, tokens read on
@@ -49,6 +51,7 @@ impl TestApp {
         if std::env::var_os("RUST_LOG").is_some() {
             holdfast_server::logging::init(holdfast_server::LogFormat::Text);
         }
+        let redis = settings.redis_url.as_deref().map(|url| RedisPrefix::named(url, &settings.redis_prefix));
         let app = Application::build(settings).await.expect("application builds");
         let base = format!("http://{}", app.local_addr());
         let tokens = app.state().db.tokens.clone();
@@ -63,7 +66,19 @@ impl TestApp {
             let _ = stopped.await;
         }));
         let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().unwrap();
-        TestApp { db, base, client, s1, s2, admin, tokens, sweeper, stop: Some(stop), served: Some(served) }
+        TestApp {
+            db,
+            base,
+            client,
+            s1,
+            s2,
+            admin,
+            tokens,
+            sweeper,
+            stop: Some(stop),
+            served: Some(served),
+            _redis: redis,
+        }
     }
 
     /// Sends `body` (JSON) with `token`; answers status and parsed body

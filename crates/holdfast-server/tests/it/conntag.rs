@@ -1,10 +1,14 @@
-//! `X-Conn-Tag` over HTTP and `/admin/connections` (SPEC §8).
+//! `X-Conn-Tag` over HTTP, `/admin/connections`, and every statement tagged
+//! as the servers themselves log them (docs/design.md, "Connection tags").
+
+use std::collections::BTreeSet;
 
 use holdfast_core::Backend;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::app::{TestApp, no_tweak, stock, with_app};
+use crate::support::{StatementLog, assert_all_tagged};
 
 async fn reserve_tagged(app: &TestApp, tag: &[u8], key: &str) -> (StatusCode, Value) {
     let res = app
@@ -95,21 +99,8 @@ pub async fn hostile_conn_tags_are_refused_and_change_nothing(b: Backend) {
 /// statements that start with the caller's tag, and requests with hostile
 /// tags send nothing at all (their idempotency keys never reach the server).
 pub async fn postgres_log_shows_http_caller_tags_and_no_hostile_request() {
-    use sqlx::Connection;
     crate::support::with_db(Backend::Postgres, holdfast_sql::StoreConfig::default(), |db| async move {
-        let name = db.url.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
-        let mut admin = sqlx::PgConnection::connect(&crate::support::server_url(Backend::Postgres)).await.unwrap();
-        sqlx::query(&format!("ALTER DATABASE {name} SET log_statement = 'all'")).execute(&mut admin).await.unwrap();
-        let log = std::env::var("HOLDFAST_TEST_POSTGRES_LOG").map(std::path::PathBuf::from).unwrap_or_else(|_| {
-            std::fs::read_dir("/var/log/postgresql")
-                .expect("cannot read /var/log/postgresql: set HOLDFAST_TEST_POSTGRES_LOG")
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
-                .expect("no PostgreSQL log file; set HOLDFAST_TEST_POSTGRES_LOG")
-        });
-        let from = std::fs::metadata(&log).unwrap().len() as usize;
+        let log = StatementLog::start(&db).await;
         let app = TestApp::start(db.clone(), crate::app::test_settings(&db)).await;
         stock(&app, &app.s1.clone(), "s1", "sku-1", "wh", 10).await;
         for (n, tag) in [&b"x*/"[..], b"a b", "é".as_bytes(), b"q'uote", b"d\"q"].iter().enumerate() {
@@ -118,37 +109,75 @@ pub async fn postgres_log_shows_http_caller_tags_and_no_hostile_request() {
         }
         let (status, _) = reserve_tagged(&app, b"checkout_completion", "friendly-key").await;
         assert_eq!(status, StatusCode::CREATED);
-        // Read the log once it has caught up: a marker statement sent on a
-        // new session after every request is logged after all of theirs,
-        // whether each backend writes the log itself or the logging
-        // collector writes it later. A fixed pause would be a guess, and the
-        // "never reached the database" checks below would pass on a log
-        // that had not caught up.
-        let marker = format!("hf_log_marker_{:016x}", rand::random::<u64>());
-        let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
-        sqlx::query(&format!("SELECT '{marker}'")).execute(&mut c).await.unwrap();
-        c.close().await.unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        let text = loop {
-            let text = std::fs::read(&log).unwrap();
-            let text = String::from_utf8_lossy(&text[from..]).into_owned();
-            if text.contains(&marker) {
-                break text;
-            }
-            assert!(std::time::Instant::now() < deadline, "{log:?} never showed the marker {marker:?} (30 s)");
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        };
-        let mine: Vec<&str> = text.lines().filter(|l| l.contains(&format!("@{name} "))).collect();
-        assert!(
-            mine.iter().any(|l| l.contains("/* conn_tag:checkout_completion */ /* op:reserve */")),
-            "no statement with the caller's tag in {} lines",
-            mine.len()
-        );
-        assert!(!text.contains("hostile-key"), "a refused request reached the database");
-        for bad in ["x*/", "a b */", "é", "q'uote", "d\"q */"] {
-            assert!(!mine.iter().any(|l| l.contains(&format!("conn_tag:{bad}"))), "{bad:?} reached the SQL text");
-        }
         app.stop().await;
+        let statements = log.statements().await;
+        assert!(
+            statements.iter().any(|l| l.starts_with("/* conn_tag:checkout_completion */ /* op:reserve */")),
+            "no statement with the caller's tag in {} statements",
+            statements.len()
+        );
+        assert!(!statements.iter().any(|l| l.contains("hostile-key")), "a refused request reached the database");
+        assert_all_tagged(&statements, &["checkout_completion"].into());
+    })
+    .await;
+}
+
+/// `serve --redis-url` with one shop in shadow and one in sql-primary: every
+/// statement the server logged — the shops' requests on both stores, the
+/// shadow mirror, the legacy ledger, the mode rules' poller and admin
+/// writes, tokens, the sweeper — starts with a valid tag.
+pub async fn every_statement_is_tagged_with_shops_in_shadow_and_sql_primary(b: Backend) {
+    crate::support::with_db(b, holdfast_sql::StoreConfig::default(), |db| async move {
+        let log = StatementLog::start(&db).await;
+        let mut settings = crate::app::test_settings(&db);
+        crate::modes::with_redis(&mut settings);
+        settings.sweep_interval_ms = 100;
+        let app = TestApp::start(db.clone(), settings).await;
+        let admin = app.admin.clone();
+        for (shop, mode) in [("s1", "shadow"), ("s2", "sql-primary")] {
+            let (status, view) = app.put("/admin/modes", &admin, json!({ "shop": shop, "mode": mode })).await;
+            assert_eq!(status, StatusCode::OK, "{view}");
+        }
+        for (shop, token) in [("s1", app.s1.clone()), ("s2", app.s2.clone())] {
+            stock(&app, &token, shop, "sku-1", "wh", 10).await;
+            let base = format!("/v1/shops/{shop}");
+            let cart = |k: &str, ttl: i64| json!({ "key": k, "ttl_seconds": ttl, "lines": [{ "item": "sku-1", "quantity": 1 }] });
+            for (key, verb) in [("claimed", "claim"), ("released", "release"), ("extended", "extend")] {
+                let (status, r) = app.post(&format!("{base}/reservations"), &token, cart(key, 600)).await;
+                assert_eq!(status, StatusCode::CREATED, "{r}");
+                let path = format!("{base}/reservations/{}/{verb}", r["id"]);
+                let body = (verb == "extend").then(|| json!({ "ttl_seconds": 900 }));
+                let (status, done) = app.call(Method::POST, &path, Some(&token), body).await;
+                assert_eq!(status, StatusCode::OK, "{verb}: {done}");
+                let (status, _) = app.get(&format!("{base}/reservations/{}", r["id"]), &token).await;
+                assert_eq!(status, StatusCode::OK);
+            }
+            // Left to expire: the sweeper and a short reserve release it.
+            let (status, _) = app.post(&format!("{base}/reservations"), &token, cart("short", 1)).await;
+            assert_eq!(status, StatusCode::CREATED);
+            let (status, levels) = app.get(&format!("{base}/items/sku-1"), &token).await;
+            assert_eq!(status, StatusCode::OK, "{levels}");
+            let at = format!("{base}/items/sku-1/locations/wh");
+            let (status, _) = app.post(&format!("{at}/adjust"), &token, json!({ "delta": 2 })).await;
+            assert_eq!(status, StatusCode::OK);
+            let (status, _) = app.post(&format!("{at}/fulfil"), &token, json!({ "quantity": 1 })).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        for engaged in [true, false] {
+            let (status, _) = app.post("/admin/kill-switch", &admin, json!({ "engaged": engaged })).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        // The rule poller rereads the rules every half second and the short
+        // holds expire after one: let both happen at least once.
+        tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+        let (status, _) = app.get("/admin/connections", &admin).await;
+        assert_eq!(status, StatusCode::OK);
+        app.stop().await;
+        let statements = log.statements().await;
+        let tags = assert_all_tagged(&statements, &BTreeSet::new());
+        for expected in ["modes", "legacy_ledger", "token", "reserve", "claim", "release", "extend", "stock", "levels"] {
+            assert!(tags.contains(expected), "no statement tagged {expected}: saw {tags:?}");
+        }
     })
     .await;
 }

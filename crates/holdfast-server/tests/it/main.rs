@@ -45,6 +45,7 @@ macro_rules! suite {
 
 mod postgres {
     suite!(Postgres);
+    per_backend!(Postgres: conntag::every_statement_is_tagged_with_shops_in_shadow_and_sql_primary);
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn postgres_log_shows_http_caller_tags_and_no_hostile_request() {
@@ -54,6 +55,7 @@ mod postgres {
 
 mod mysql {
     suite!(MySql);
+    per_backend!(MySql: conntag::every_statement_is_tagged_with_shops_in_shadow_and_sql_primary);
 }
 
 mod sqlite {

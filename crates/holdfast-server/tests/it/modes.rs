@@ -8,10 +8,11 @@ use serde_json::json;
 
 use crate::app::{no_tweak, stock, with_app};
 
-fn with_redis(s: &mut Settings) {
-    s.redis_url = Some("redis://127.0.0.1:6379".into());
-    // Each test on its own keys, so tests share the Redis server.
-    s.redis_prefix = format!("hf-test-{:016x}:", rand::random::<u64>());
+pub fn with_redis(s: &mut Settings) {
+    s.redis_url = Some(crate::support::shared_redis_url());
+    // Each test on its own keys, so tests share the Redis server; the app
+    // deletes them when it is dropped.
+    s.redis_prefix = format!("{}:", crate::support::unique_name("hf_serve"));
 }
 
 pub async fn sql_primary_shop_keeps_reserving_across_the_kill_switch(b: Backend) {
