@@ -9,7 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use holdfast_core::{
     Error, IdempotencyKey, ItemId, Line, LocationId, Quantity, ReservationId, ReserveRequest, ShopId, StockChange,
-    Store, Ttl,
+    StockRequest, Store, Ttl,
 };
 
 use crate::conn::ConnHold;
@@ -85,7 +85,10 @@ impl StoreTarget {
 #[async_trait]
 impl Target for StoreTarget {
     async fn setup(&self, stock: u32) -> Result<(), Error> {
-        self.store.change_stock(&self.shop, &self.item, &self.location, StockChange::Set(stock as i64)).await?;
+        let set = StockChange::Set(stock as i64);
+        self.store
+            .change_stock(&StockRequest::new(self.shop.clone(), self.item.clone(), self.location.clone(), set)?)
+            .await?;
         Ok(())
     }
 

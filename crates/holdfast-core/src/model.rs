@@ -27,15 +27,17 @@ pub struct Line {
 }
 
 /// A validated reserve request: at most [`MAX_LINES`] lines, each item once,
-/// candidate lists non-empty and without repeats.
+/// candidate lists non-empty and without repeats. Its fields are read
+/// through accessors, so no request that skipped [`ReserveRequest::new`]
+/// reaches a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReserveRequest {
-    pub shop: ShopId,
-    pub key: IdempotencyKey,
-    pub lines: Vec<Line>,
-    pub ttl: Ttl,
-    pub allow_partial: bool,
-    pub allow_split: bool,
+    shop: ShopId,
+    key: IdempotencyKey,
+    lines: Vec<Line>,
+    ttl: Ttl,
+    allow_partial: bool,
+    allow_split: bool,
 }
 
 impl ReserveRequest {
@@ -78,6 +80,38 @@ impl ReserveRequest {
             }
         }
         Ok(Self { shop, key, lines, ttl, allow_partial, allow_split })
+    }
+
+    pub fn shop(&self) -> &ShopId {
+        &self.shop
+    }
+
+    pub fn key(&self) -> &IdempotencyKey {
+        &self.key
+    }
+
+    pub fn lines(&self) -> &[Line] {
+        &self.lines
+    }
+
+    pub fn ttl(&self) -> Ttl {
+        self.ttl
+    }
+
+    /// Hold what there is instead of nothing.
+    pub fn allow_partial(&self) -> bool {
+        self.allow_partial
+    }
+
+    /// Fill a line from several of its candidate locations.
+    pub fn allow_split(&self) -> bool {
+        self.allow_split
+    }
+
+    /// The same request with another lifetime (every [`Ttl`] is valid).
+    pub fn with_ttl(mut self, ttl: Ttl) -> Self {
+        self.ttl = ttl;
+        self
     }
 
     /// A canonical text of the lines, stored with the reservation: a replay
@@ -254,6 +288,38 @@ pub struct StoreStats {
     pub replenishments: u64,
     /// Holds released because they expired (sweeper and inline).
     pub expired: u64,
+}
+
+/// A validated stock change of one (item, location) of a shop: built only
+/// through [`StockRequest::new`], which refuses a change out of range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StockRequest {
+    shop: ShopId,
+    item: ItemId,
+    location: LocationId,
+    change: StockChange,
+}
+
+impl StockRequest {
+    pub fn new(shop: ShopId, item: ItemId, location: LocationId, change: StockChange) -> Result<Self, Invalid> {
+        Ok(Self { shop, item, location, change: change.validate()? })
+    }
+
+    pub fn shop(&self) -> &ShopId {
+        &self.shop
+    }
+
+    pub fn item(&self) -> &ItemId {
+        &self.item
+    }
+
+    pub fn location(&self) -> &LocationId {
+        &self.location
+    }
+
+    pub fn change(&self) -> StockChange {
+        self.change
+    }
 }
 
 /// Stock a shop changes by hand: receiving, counting, damage, shipping.

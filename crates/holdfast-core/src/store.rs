@@ -4,9 +4,9 @@
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::ids::{ItemId, LocationId, ReservationId, ShopId, Ttl};
+use crate::ids::{ItemId, ReservationId, ShopId, Ttl};
 use crate::model::{
-    AuditReport, ItemLevels, LocationLevel, Reservation, ReserveRequest, Reserved, StockChange, StoreStats,
+    AuditReport, ItemLevels, LocationLevel, Reservation, ReserveRequest, Reserved, StockRequest, StoreStats,
 };
 
 /// Which kind of database a store talks to.
@@ -54,13 +54,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn expire(&self, limit: u32) -> Result<u64>;
 
     /// Sets, adjusts or fulfils the stock of one (item, location).
-    async fn change_stock(
-        &self,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        change: StockChange,
-    ) -> Result<LocationLevel>;
+    async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel>;
 
     /// Quantities of an item per location, from plain (non-locking) reads.
     async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels>;

@@ -23,7 +23,9 @@ pub use modes::{KillSwitch, ModeChange, ModeControl, ModesView};
 pub use reconcile::{Direction, ReconcileReport};
 pub use router::ModeRouter;
 pub use shadow::{ShadowConfig, ShadowCounts};
-pub use store::{ClaimOrder, InjectedFault, REDIS_ID_BASE, RedisOptions, RedisStore, is_redis_id};
+#[cfg(feature = "fault-injection")]
+pub use store::InjectedFault;
+pub use store::{ClaimOrder, REDIS_ID_BASE, RedisOptions, RedisStore, is_redis_id};
 
 /// Everything a serving process needs to run shops in their modes.
 #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@
 //! again after the longest hold TTL, and confirm with shadow mode reading
 //! zero mismatches.
 
-use holdfast_core::{Error, ItemId, LegacyLedger, LocationId, ShopId, StockChange, Store};
+use holdfast_core::{Error, ItemId, LegacyLedger, LocationId, ShopId, StockChange, StockRequest, Store};
 use serde::{Deserialize, Serialize};
 
 use crate::store::RedisStore;
@@ -76,7 +76,7 @@ pub async fn reconcile(
                     Some(_) => None,
                 };
                 if let Some(change) = change {
-                    sql.change_stock(shop, &item, &location, change).await?;
+                    sql.change_stock(&StockRequest::new(shop.clone(), item.clone(), location.clone(), change)?).await?;
                 }
                 rows.push(ReconciledRow { item, location, before, after: target });
             }

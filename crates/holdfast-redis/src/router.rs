@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use holdfast_core::{
-    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Mode, Reservation, ReservationId,
-    ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
+    AuditReport, Backend, Error, ItemId, ItemLevels, LocationLevel, Mode, Reservation, ReservationId, ReserveRequest,
+    Reserved, ShopId, StockRequest, Store, StoreStats, Ttl,
 };
 
 use crate::modes::ModeControl;
@@ -124,7 +124,7 @@ impl Store for ModeRouter {
     }
 
     async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
-        match self.mode_of(&req.shop) {
+        match self.mode_of(req.shop()) {
             Mode::Sql => self.sql.reserve(req).await,
             Mode::Redis => self.redis.reserve(req).await,
             Mode::Shadow => {
@@ -181,22 +181,16 @@ impl Store for ModeRouter {
     /// Stock changes go to the primary and then to the other side,
     /// synchronously (they are rare and must not be dropped like a mirrored
     /// reserve may be); a failure on the other side is counted and logged.
-    async fn change_stock(
-        &self,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        change: StockChange,
-    ) -> Result<LocationLevel, Error> {
-        let mode = self.mode_of(shop);
-        let level = self.primary(mode).change_stock(shop, item, location, change).await?;
+    async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
+        let mode = self.mode_of(req.shop());
+        let level = self.primary(mode).change_stock(req).await?;
         let other: Option<&dyn Store> = match mode {
             Mode::Shadow => Some(&*self.sql),
             Mode::SqlPrimary => Some(&*self.redis),
             Mode::Redis | Mode::Sql => None,
         };
         if let Some(other) = other
-            && let Err(e) = other.change_stock(shop, item, location, change).await
+            && let Err(e) = other.change_stock(req).await
         {
             self.shadow.count_mirror_error("change_stock", &e);
         }

@@ -103,7 +103,7 @@ pub enum MirrorOp {
 impl MirrorOp {
     fn shop(&self) -> &ShopId {
         match self {
-            MirrorOp::Reserve { req, .. } => &req.shop,
+            MirrorOp::Reserve { req, .. } => req.shop(),
             MirrorOp::Settle { shop, .. } => shop,
         }
     }
@@ -214,7 +214,7 @@ impl Shadow {
 
     /// sql-primary: writes a committed SQL hold to Redis.
     pub(crate) async fn hold_after_commit(&self, req: &ReserveRequest, r: &holdfast_core::Reservation) {
-        match self.redis.mirror_hold(&req.shop, r, &req.fingerprint()).await {
+        match self.redis.mirror_hold(req.shop(), r, &req.fingerprint()).await {
             Ok(Some(0)) | Ok(None) => {}
             // SQL released expired holds inline that Redis still counts as
             // held (its sweeper lags): release Redis's due holds now, which
@@ -223,7 +223,7 @@ impl Shadow {
             Ok(Some(n)) => {
                 self.counters.drift.fetch_add(n as u64, Ordering::Relaxed);
                 metrics::counter!("holdfast_redis_drift_total").increment(n as u64);
-                tracing::warn!(shop = %req.shop, id = %r.id, "redis counter below zero after a sql-primary hold");
+                tracing::warn!(shop = %req.shop(), id = %r.id, "redis counter below zero after a sql-primary hold");
             }
             Err(e) => self.count_mirror_error("reserve", &e),
         }
@@ -297,11 +297,11 @@ impl Worker {
             return;
         }
         let sql = Decision::of_reserve(&answer);
-        self.compared(&req.shop, "reserve", &redis, &sql);
+        self.compared(req.shop(), "reserve", &redis, &sql);
         match (&redis, answer) {
             (Decision::Held(_), Ok(r)) => {
                 if let Some(rid) = redis_id
-                    && let Err(e) = self.redis.set_mirror_id(&req.shop, rid, Some(r.reservation.id)).await
+                    && let Err(e) = self.redis.set_mirror_id(req.shop(), rid, Some(r.reservation.id)).await
                 {
                     count_error(&self.counters, "reserve", &e);
                 }
@@ -309,7 +309,7 @@ impl Worker {
             // SQL holds units for a buyer Redis turned away: give them back
             // now, or SQL would sell less than Redis from here on.
             (_, Ok(r)) if r.created => {
-                if let Err(e) = self.sql.release(&req.shop, r.reservation.id).await {
+                if let Err(e) = self.sql.release(req.shop(), r.reservation.id).await {
                     count_error(&self.counters, "reserve", &e);
                 }
             }

@@ -25,16 +25,18 @@
 //! The router uses that to send a claim to the store that made the hold,
 //! whatever the shop's mode is now.
 
+use std::sync::Arc;
+#[cfg(feature = "fault-injection")]
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use holdfast_core::{
     Allocation, AuditReport, AuditRow, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Quantities,
-    Reservation, ReservationId, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall, StockChange, Store,
-    StoreStats, Ttl,
+    Reservation, ReservationId, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall, StockChange,
+    StockRequest, Store, StoreStats, Ttl,
 };
 use holdfast_core::{LedgerRow, LegacyLedger};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -64,7 +66,8 @@ impl RedisOptions {
     }
 }
 
-/// Which write of a legacy claim goes first.
+/// Which write of a legacy claim goes first (the `fault-injection` feature;
+/// without it, always the legacy design's order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ClaimOrder {
     /// The legacy design: add to the SQL ledger, then remove the hold from
@@ -78,7 +81,9 @@ pub enum ClaimOrder {
 }
 
 /// A failure injected between the two writes of a legacy claim, as a
-/// process crash there would leave things. For tests and demonstrations.
+/// process crash there would leave things. For tests and demonstrations:
+/// only with the `fault-injection` feature.
+#[cfg(feature = "fault-injection")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InjectedFault {
     /// The next claim stops after its first write.
@@ -114,7 +119,9 @@ pub struct RedisStore {
     opts: RedisOptions,
     db: Arc<dyn LegacyLedger>,
     scripts: Scripts,
+    #[cfg(feature = "fault-injection")]
     order: Mutex<ClaimOrder>,
+    #[cfg(feature = "fault-injection")]
     fault: Mutex<Option<InjectedFault>>,
     expired: AtomicU64,
     /// Until when (ms on `epoch`) Redis counts as down after a connection
@@ -212,7 +219,9 @@ impl RedisStore {
             opts,
             db,
             scripts: Scripts::new(),
+            #[cfg(feature = "fault-injection")]
             order: Mutex::new(ClaimOrder::default()),
+            #[cfg(feature = "fault-injection")]
             fault: Mutex::new(None),
             expired: AtomicU64::new(0),
             down_until_ms: AtomicU64::new(0),
@@ -224,13 +233,36 @@ impl RedisStore {
         &self.opts
     }
 
+    #[cfg(feature = "fault-injection")]
     pub fn set_claim_order(&self, order: ClaimOrder) {
         *self.order.lock().expect("order lock") = order;
     }
 
     /// Arms a fault for the next claim (tests; see [`InjectedFault`]).
+    #[cfg(feature = "fault-injection")]
     pub fn inject(&self, fault: InjectedFault) {
         *self.fault.lock().expect("fault lock") = Some(fault);
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn claim_order(&self) -> ClaimOrder {
+        *self.order.lock().expect("order lock")
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    fn claim_order(&self) -> ClaimOrder {
+        ClaimOrder::LedgerFirst
+    }
+
+    /// Whether an injected crash falls here (never without the feature).
+    #[cfg(feature = "fault-injection")]
+    fn crash_here(&self) -> bool {
+        self.fault.lock().expect("fault lock").take().is_some()
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    fn crash_here(&self) -> bool {
+        false
     }
 
     fn now_ms(&self) -> u64 {
@@ -327,10 +359,6 @@ impl RedisStore {
                 },
             )),
         }
-    }
-
-    fn take_fault(&self) -> Option<InjectedFault> {
-        self.fault.lock().expect("fault lock").take()
     }
 
     /// sql-primary: records a hold SQL decided and committed, so that Redis
@@ -512,15 +540,15 @@ impl Store for RedisStore {
         let mut c = self.conn().await?;
         let mut inv = self.scripts.reserve.prepare_invoke();
         inv.arg(self.prefix())
-            .arg(req.shop.as_str())
-            .arg(req.key.as_str())
+            .arg(req.shop().as_str())
+            .arg(req.key().as_str())
             .arg(req.fingerprint())
-            .arg(req.ttl.as_secs() * 1000)
-            .arg(req.allow_partial as i32)
-            .arg(req.allow_split as i32)
+            .arg(req.ttl().as_secs() * 1000)
+            .arg(req.allow_partial() as i32)
+            .arg(req.allow_split() as i32)
             .arg(REDIS_ID_BASE)
-            .arg(req.lines.len());
-        for line in &req.lines {
+            .arg(req.lines().len());
+        for line in req.lines() {
             inv.arg(line.item.as_str()).arg(line.quantity.get());
             match &line.locations {
                 None => {
@@ -536,9 +564,9 @@ impl Store for RedisStore {
         }
         let reply: Vec<String> = inv.invoke_async(&mut c).await.map_err(|e| self.failed(e))?;
         match reply.first().map(String::as_str) {
-            Some("conflict") => Err(Error::IdempotencyConflict(req.key.as_str().to_owned())),
+            Some("conflict") => Err(Error::IdempotencyConflict(req.key().as_str().to_owned())),
             Some("short") => Err(Error::InsufficientStock(
-                req.lines
+                req.lines()
                     .iter()
                     .zip(&reply[1..])
                     .map(|(l, a)| Shortfall {
@@ -572,18 +600,17 @@ impl Store for RedisStore {
         }
         let lines: Vec<_> = current.lines.iter().map(|a| (a.item.clone(), a.location.clone(), a.quantity)).collect();
         let crash = || Error::Unavailable("injected fault: the process died between the two writes of a claim".into());
-        let order = *self.order.lock().expect("order lock");
-        match order {
+        match self.claim_order() {
             ClaimOrder::LedgerFirst => {
                 self.db.ledger_commit(shop, &lines).await?;
-                if self.take_fault().is_some() {
+                if self.crash_here() {
                     return Err(crash());
                 }
                 self.settle(shop, id, "claim", None).await
             }
             ClaimOrder::RedisFirst => {
                 let r = self.settle(shop, id, "claim", None).await?;
-                if self.take_fault().is_some() {
+                if self.crash_here() {
                     return Err(crash());
                 }
                 self.db.ledger_commit(shop, &lines).await?;
@@ -644,14 +671,8 @@ impl Store for RedisStore {
     /// Redis counter first (guarded: it never takes held or sold units), then
     /// `on_hand` is swapped in SQL; an increase goes the other way round. A
     /// lost race on the SQL swap is undone in Redis and retried.
-    async fn change_stock(
-        &self,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        change: StockChange,
-    ) -> Result<LocationLevel, Error> {
-        let change = change.validate()?;
+    async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
+        let (shop, item, location, change) = (req.shop(), req.item(), req.location(), req.change());
         self.db.ledger_ensure(shop, item, location).await?;
         if let StockChange::Fulfil(q) = change {
             if !self.db.ledger_fulfil(shop, item, location, q).await? {

@@ -20,7 +20,7 @@ use std::future::Future;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ShopId, Ttl,
+    Allocation, Backend, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use sqlx::{Database, Pool, Transaction};
 
@@ -303,10 +303,7 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     /// transaction instead, and never calls this.
     fn reserve_fast(
         _c: &mut Conn<Self>,
-        _shop: &ShopId,
-        _key: &IdempotencyKey,
-        _fingerprint: &str,
-        _ttl: Ttl,
+        _req: &ReserveRequest,
         _wants: &[Want],
     ) -> impl Future<Output = sqlx::Result<Fast>> + Send {
         async { Err(sqlx::Error::Protocol("this dialect has no one-statement fast path".into())) }
@@ -355,14 +352,12 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         location: &LocationId,
     ) -> impl Future<Output = sqlx::Result<Folded>> + Send;
 
-    /// Inserts the reservation and its held quantities. `None` when the
-    /// idempotency key is taken (nothing inserted).
+    /// Inserts the hold of `req` (its shop, key, fingerprint and TTL) and the
+    /// quantities it holds. `None` when the idempotency key is taken
+    /// (nothing inserted).
     fn insert_reservation(
         c: &mut Conn<Self>,
-        shop: &ShopId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        ttl: Ttl,
+        req: &ReserveRequest,
         lines: &[Allocation],
     ) -> impl Future<Output = sqlx::Result<Option<(ReservationId, DateTime<Utc>)>>> + Send;
 

@@ -172,7 +172,7 @@ pub async fn churn_matches_what_clients_were_told(s: Subject) {
                         if delta == 0 {
                             continue;
                         }
-                        match store.change_stock(&shop("s1"), &item(&i), &loc(&l), StockChange::Adjust(delta)).await {
+                        match change(&*store, "s1", &i, &l, StockChange::Adjust(delta)).await {
                             Ok(_) => *told.adjusted.entry((i, l)).or_default() += delta,
                             Err(Error::StockConflict(_)) => {}
                             Err(e) => panic!("adjust: {e}"),
@@ -309,8 +309,7 @@ pub async fn four_sweepers_release_each_hold_once(s: Subject) {
     with_subject(s, StoreConfig::default(), move |db| async move {
         stock(&*db.store, "s1", "hot", "wh", 300).await;
         for n in 0..120 {
-            let mut req = request("s1", &format!("k{n}"), vec![line("hot", 2, None)]);
-            req.ttl = Ttl::from_secs(1).unwrap();
+            let req = request("s1", &format!("k{n}"), vec![line("hot", 2, None)]).with_ttl(Ttl::from_secs(1).unwrap());
             db.store.reserve(&req).await.expect("reserve");
         }
         tokio::time::sleep(Duration::from_millis(1_300)).await;
@@ -365,14 +364,8 @@ pub async fn bad_input_changes_nothing(s: Subject) {
             false,
         );
         assert!(dup.is_err());
-        assert!(matches!(
-            db.store.change_stock(&shop("s1"), &item("hot"), &loc("wh"), StockChange::Set(-1)).await,
-            Err(Error::Invalid(_))
-        ));
-        assert!(matches!(
-            db.store.change_stock(&shop("s1"), &item("hot"), &loc("wh"), StockChange::Adjust(0)).await,
-            Err(Error::Invalid(_))
-        ));
+        assert!(matches!(change(&*db.store, "s1", "hot", "wh", StockChange::Set(-1)).await, Err(Error::Invalid(_))));
+        assert!(matches!(change(&*db.store, "s1", "hot", "wh", StockChange::Adjust(0)).await, Err(Error::Invalid(_))));
 
         // Unknown and foreign reservations look the same: not found.
         let unknown = ReservationId::new(i64::MAX).unwrap();
@@ -391,11 +384,11 @@ pub async fn bad_input_changes_nothing(s: Subject) {
 
         // Refusals that change nothing.
         assert!(matches!(
-            db.store.change_stock(&shop("s1"), &item("hot"), &loc("wh"), StockChange::Set(1)).await,
+            change(&*db.store, "s1", "hot", "wh", StockChange::Set(1)).await,
             Err(Error::StockConflict(_))
         ));
         assert!(matches!(
-            db.store.change_stock(&shop("s1"), &item("hot"), &loc("wh"), StockChange::Fulfil(1)).await,
+            change(&*db.store, "s1", "hot", "wh", StockChange::Fulfil(1)).await,
             Err(Error::StockConflict(_))
         ));
         assert!(matches!(
@@ -445,7 +438,7 @@ pub async fn lifecycle_and_idempotent_verbs(s: Subject) {
 
         let q = qty(&*db.store, "s1", "a", "wh").await;
         assert_eq!((q.on_hand, q.committed, q.reserved, q.available), (10, 4, 0, 6));
-        let shipped = db.store.change_stock(&s, &item("a"), &loc("wh"), StockChange::Fulfil(3)).await.unwrap();
+        let shipped = change(&*db.store, "s1", "a", "wh", StockChange::Fulfil(3)).await.unwrap();
         assert_eq!((shipped.quantities.on_hand, shipped.quantities.committed), (7, 1));
         assert_eq!(shipped.quantities.available, 6);
         db.assert_audit_clean().await;
@@ -459,8 +452,7 @@ pub async fn expired_holds_are_not_claimable_and_do_not_undersell(s: Subject) {
     with_subject(s, StoreConfig::default(), |db| async move {
         stock(&*db.store, "s1", "a", "wh", 5).await;
         let s = shop("s1");
-        let mut req = request("s1", "short", vec![line("a", 5, None)]);
-        req.ttl = Ttl::from_secs(1).unwrap();
+        let req = request("s1", "short", vec![line("a", 5, None)]).with_ttl(Ttl::from_secs(1).unwrap());
         let r = db.store.reserve(&req).await.unwrap().reservation;
         tokio::time::sleep(Duration::from_millis(1_200)).await;
         // No sweeper has run: holdfast's reserve finds the expired units
@@ -476,8 +468,7 @@ pub async fn expired_holds_are_not_claimable_and_do_not_undersell(s: Subject) {
         assert!(matches!(db.store.claim(&s, r.id).await, Err(Error::Expired)));
         assert_eq!(db.store.get(&s, r.id).await.unwrap().status, ReservationStatus::Expired);
 
-        let mut req = request("s1", "late", vec![line("a", 1, None)]);
-        req.ttl = Ttl::from_secs(1).unwrap();
+        let req = request("s1", "late", vec![line("a", 1, None)]).with_ttl(Ttl::from_secs(1).unwrap());
         db.store.release(&s, r2.reservation.id).await.unwrap();
         let r3 = db.store.reserve(&req).await.unwrap().reservation;
         tokio::time::sleep(Duration::from_millis(1_200)).await;
@@ -515,8 +506,8 @@ pub async fn candidates_split_and_partial(s: Subject) {
             Error::InsufficientStock(l) => assert_eq!((l[0].requested, l[0].available), (3, 2)),
             e => panic!("{e}"),
         }
-        let mut split = request("s1", "k4", vec![line("a", 4, Some(&["l2", "l1", "l3"]))]);
-        split.allow_split = true;
+        let lines = vec![line("a", 4, Some(&["l2", "l1", "l3"]))];
+        let split = ReserveRequest::new(shop("s1"), key("k4"), lines, Ttl::DEFAULT, false, true).unwrap();
         let r = st.reserve(&split).await.unwrap().reservation;
         let got: Vec<(&str, u32)> = r.lines.iter().map(|a| (a.location.as_str(), a.quantity)).collect();
         assert_eq!(got, vec![("l1", 2), ("l2", 1), ("l3", 1)]);
@@ -524,8 +515,8 @@ pub async fn candidates_split_and_partial(s: Subject) {
         // Multi-line cart, all or nothing: b has 1, the cart wants 2 of b.
         let e = st.reserve(&request("s1", "k5", vec![line("a", 1, None), line("b", 2, None)])).await;
         assert!(matches!(e, Err(Error::InsufficientStock(_))));
-        let mut partial = request("s1", "k6", vec![line("a", 1, Some(&["l3"])), line("b", 2, None)]);
-        partial.allow_partial = true;
+        let lines = vec![line("a", 1, Some(&["l3"])), line("b", 2, None)];
+        let partial = ReserveRequest::new(shop("s1"), key("k6"), lines, Ttl::DEFAULT, true, false).unwrap();
         let r = st.reserve(&partial).await.unwrap().reservation;
         assert_eq!(r.units(), 2);
         assert_eq!(r.lines.iter().find(|a| a.item == item("b")).unwrap().quantity, 1);
@@ -549,15 +540,12 @@ pub async fn stock_changes_respect_holds(s: Subject) {
         st.claim(&s, r.id).await.unwrap();
         st.reserve(&request("s1", "k2", vec![line("a", 2, None)])).await.unwrap();
         // 10 on hand, 3 committed, 2 reserved: 5 can go.
-        let lvl = st.change_stock(&s, &item("a"), &loc("wh"), StockChange::Adjust(-5)).await.unwrap();
+        let lvl = change(st, "s1", "a", "wh", StockChange::Adjust(-5)).await.unwrap();
         assert_eq!((lvl.quantities.on_hand, lvl.quantities.available), (5, 0));
-        assert!(matches!(
-            st.change_stock(&s, &item("a"), &loc("wh"), StockChange::Adjust(-1)).await,
-            Err(Error::StockConflict(_))
-        ));
-        let lvl = st.change_stock(&s, &item("a"), &loc("wh"), StockChange::Set(20)).await.unwrap();
+        assert!(matches!(change(st, "s1", "a", "wh", StockChange::Adjust(-1)).await, Err(Error::StockConflict(_))));
+        let lvl = change(st, "s1", "a", "wh", StockChange::Set(20)).await.unwrap();
         assert_eq!((lvl.quantities.on_hand, lvl.quantities.available, lvl.quantities.reserved), (20, 15, 2));
-        let lvl = st.change_stock(&s, &item("a"), &loc("wh"), StockChange::Fulfil(3)).await.unwrap();
+        let lvl = change(st, "s1", "a", "wh", StockChange::Fulfil(3)).await.unwrap();
         assert_eq!((lvl.quantities.on_hand, lvl.quantities.committed), (17, 0));
         db.assert_audit_clean().await;
     })

@@ -2,7 +2,8 @@
 //! panic on a bad value, which in a test is a bug in the test.
 
 use holdfast_core::{
-    IdempotencyKey, ItemId, Line, LocationId, Quantities, Quantity, ReserveRequest, ShopId, StockChange, Store, Ttl,
+    Error, IdempotencyKey, ItemId, Line, LocationId, LocationLevel, Quantities, Quantity, ReserveRequest, ShopId,
+    StockChange, StockRequest, Store, Ttl,
 };
 
 pub fn shop(s: &str) -> ShopId {
@@ -38,11 +39,17 @@ pub fn request(s: &str, k: &str, lines: Vec<Line>) -> ReserveRequest {
 
 /// Sets `on_hand` of (item, location).
 pub async fn stock(store: &dyn Store, s: &str, i: &str, l: &str, on_hand: i64) {
-    store.change_stock(&shop(s), &item(i), &loc(l), StockChange::Set(on_hand)).await.expect("stock set");
+    change(store, s, i, l, StockChange::Set(on_hand)).await.expect("stock set");
 }
 
 /// The quantities of (item, location) in `store`.
 pub async fn qty(store: &dyn Store, s: &str, i: &str, l: &str) -> Quantities {
     let levels = store.levels(&shop(s), &item(i)).await.expect("levels");
     levels.locations.into_iter().find(|x| x.location == loc(l)).expect("location present").quantities
+}
+
+/// Changes the stock of (item, location). A change out of range is refused
+/// as `invalid` before it can reach the store.
+pub async fn change(store: &dyn Store, s: &str, i: &str, l: &str, change: StockChange) -> Result<LocationLevel, Error> {
+    store.change_stock(&StockRequest::new(shop(s), item(i), loc(l), change)?).await
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use clap::Parser;
 use holdfast_bench::flash_sale::{self, FlashSale};
 use holdfast_bench::target::StoreTarget;
-use holdfast_core::{Error, IdempotencyKey, ReserveRequest, ShopId, StockChange, Store, Ttl};
+use holdfast_core::{Error, IdempotencyKey, ReserveRequest, ShopId, StockChange, StockRequest, Store, Ttl};
 use holdfast_sql::{ConnectOptions, StoreConfig};
 
 use crate::cli::{Cli, Command, DbArgs, StockCommand};
@@ -94,9 +94,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 StockCommand::Fulfil { at, quantity } => (at, StockChange::Fulfil(quantity)),
             };
             let json = at.json;
-            let change = change.validate().or_fail(json)?;
+            let req = StockRequest::new(at.shop, at.item.clone(), at.location, change).or_fail(json)?;
             let store = open(&db, None).await.or_fail(json)?;
-            let level = store.change_stock(&at.shop, &at.item, &at.location, change).await.or_fail(json)?;
+            let level = store.change_stock(&req).await.or_fail(json)?;
             Printer { json }.level(&at.item, &level);
         }
         Command::Reserve(a) => {

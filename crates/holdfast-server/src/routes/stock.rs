@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use holdfast_core::{ItemId, LocationId, StockChange};
+use holdfast_core::{ItemId, LocationId, StockChange, StockRequest};
 
 use super::{Body, Params, body, params};
 use crate::api::{AdjustStock, FulfilStock, ItemLevelsBody, SetStock, StockBody};
@@ -18,11 +18,9 @@ async fn change(
     change: impl FnOnce() -> ApiResult<StockChange>,
 ) -> ApiResult<Json<StockBody>> {
     let (_, item, location) = params(p)?;
-    let item = ItemId::new(item)?;
-    let location = LocationId::new(location)?;
-    let change = change()?.validate()?;
-    let level = state.store.change_stock(&access.shop, &item, &location, change).await?;
-    Ok(Json(StockBody { item: item.to_string(), level: level.into() }))
+    let req = StockRequest::new(access.shop.clone(), ItemId::new(item)?, LocationId::new(location)?, change()?)?;
+    let level = state.store.change_stock(&req).await?;
+    Ok(Json(StockBody { item: req.item().to_string(), level: level.into() }))
 }
 
 /// Set `on_hand`.

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use holdfast_core::{
-    AuditReport, Backend, Error, ItemId, ItemLevels, LocationId, LocationLevel, Reservation, ReservationId,
-    ReserveRequest, Reserved, ShopId, StockChange, Store, StoreStats, Ttl,
+    AuditReport, Backend, Error, ItemId, ItemLevels, LocationLevel, Reservation, ReservationId, ReserveRequest,
+    Reserved, ShopId, StockChange, StockRequest, Store, StoreStats, Ttl,
 };
 use rand::Rng;
 use sqlx::Pool;
@@ -194,17 +194,10 @@ impl<D: Dialect> Store for SqlStore<D> {
         Ok(n)
     }
 
-    async fn change_stock(
-        &self,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        change: StockChange,
-    ) -> Result<LocationLevel, Error> {
-        let change = change.validate()?;
+    async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
         // Setting an absolute value may be repeated safely; a delta may not.
-        let idempotent = matches!(change, StockChange::Set(_));
-        self.op("stock", idempotent, || self.change_stock_once(shop, item, location, change)).await
+        let idempotent = matches!(req.change(), StockChange::Set(_));
+        self.op("stock", idempotent, || self.change_stock_once(req)).await
     }
 
     async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {

@@ -51,7 +51,7 @@ impl<D: Dialect> SqlStore<D> {
     /// units each would wait on each other at sell-out and retry forever.
     pub(super) async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
         let wants: Vec<Want> = req
-            .lines
+            .lines()
             .iter()
             .map(|l| Want {
                 item: l.item.clone(),
@@ -69,7 +69,7 @@ impl<D: Dialect> SqlStore<D> {
             Verdict::Maybe(existing) => {
                 let mut tx = D::begin(&self.pool, TxMode::Write).await?;
                 let _lease = tag::Lease::transaction();
-                let mut held = vec![BTreeMap::new(); req.lines.len()];
+                let mut held = vec![BTreeMap::new(); req.lines().len()];
                 match self.slow_path(&mut tx, req, &spec, existing.as_deref(), &mut held).await {
                     Ok(()) => return self.insert_hold(tx, req, &held).await,
                     Err(Fail::LedgerBusy) => {
@@ -78,7 +78,7 @@ impl<D: Dialect> SqlStore<D> {
                         // path, where its rows are.
                         tx.rollback().await?;
                         let mut c = self.pool.acquire().await?;
-                        D::lock_ledgers(&mut c, &req.shop, &spec, LedgerLock::Await).await?;
+                        D::lock_ledgers(&mut c, req.shop(), &spec, LedgerLock::Await).await?;
                         Err(Fail::Again)
                     }
                     Err(fail) => Err(fail),
@@ -104,7 +104,7 @@ impl<D: Dialect> SqlStore<D> {
             let fast = {
                 let mut c = self.pool.acquire().await?;
                 let _lease = tag::Lease::transaction();
-                D::reserve_fast(&mut c, &req.shop, &req.key, &req.fingerprint(), req.ttl, wants).await?
+                D::reserve_fast(&mut c, req, wants).await?
             };
             return match fast {
                 Fast::Held { id, expires_at, taken } => {
@@ -114,7 +114,7 @@ impl<D: Dialect> SqlStore<D> {
                         .collect();
                     lines.sort();
                     let status = ReservationStatus::Held;
-                    let reservation = Reservation { id, key: req.key.clone(), status, expires_at, lines };
+                    let reservation = Reservation { id, key: req.key().clone(), status, expires_at, lines };
                     Ok(Some(Reserved { reservation, created: true }))
                 }
                 Fast::KeyTaken => match self.replay(req).await? {
@@ -129,16 +129,16 @@ impl<D: Dialect> SqlStore<D> {
         // transaction, rolled back when short.
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
-        let taken = D::take_units(&mut tx, &req.shop, wants, false).await?;
+        let taken = D::take_units(&mut tx, req.shop(), wants, false).await?;
         // Items are unique within a request, so the item names the line.
-        let line_of: BTreeMap<&ItemId, usize> = req.lines.iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
-        let mut held: Vec<BTreeMap<LocationId, u32>> = vec![BTreeMap::new(); req.lines.len()];
+        let line_of: BTreeMap<&ItemId, usize> = req.lines().iter().enumerate().map(|(i, l)| (&l.item, i)).collect();
+        let mut held: Vec<BTreeMap<LocationId, u32>> = vec![BTreeMap::new(); req.lines().len()];
         for t in taken {
             if let Some(&i) = line_of.get(&t.item) {
                 *held[i].entry(t.location).or_default() += t.count;
             }
         }
-        if (0..req.lines.len()).all(|i| total(&held[i]) == req.lines[i].quantity.get()) {
+        if (0..req.lines().len()).all(|i| total(&held[i]) == req.lines()[i].quantity.get()) {
             return self.insert_hold(tx, req, &held).await.map(Some);
         }
         tx.rollback().await?;
@@ -152,13 +152,13 @@ impl<D: Dialect> SqlStore<D> {
     async fn sold_out(&self, req: &ReserveRequest, spec: &Spec) -> Result<Verdict, Fail> {
         let mut c = self.pool.acquire().await?;
         let _lease = tag::Lease::start();
-        let Some(rows) = D::available(&mut c, &req.shop, spec).await? else {
+        let Some(rows) = D::available(&mut c, req.shop(), spec).await? else {
             return Ok(Verdict::Maybe(None));
         };
         let mut shortfalls = Vec::new();
         let mut any_short = false;
         let mut any_units = false;
-        for line in &req.lines {
+        for line in req.lines() {
             let at = |loc: &LocationId| {
                 rows.iter().find(|(i, l, _)| i == &line.item && l == loc).map(|r| r.2.max(0)).unwrap_or(0)
             };
@@ -167,7 +167,7 @@ impl<D: Dialect> SqlStore<D> {
                 None => rows.iter().filter(|(i, _, _)| i == &line.item).map(|r| r.2.max(0)).collect(),
             };
             let best =
-                if req.allow_split { per_location.iter().sum() } else { per_location.into_iter().max().unwrap_or(0) };
+                if req.allow_split() { per_location.iter().sum() } else { per_location.into_iter().max().unwrap_or(0) };
             let qty = line.quantity.get();
             any_short |= best < qty as i64;
             any_units |= best > 0;
@@ -177,7 +177,7 @@ impl<D: Dialect> SqlStore<D> {
                 available: best.min(qty as i64) as u32,
             });
         }
-        let hopeless = if req.allow_partial { !any_units } else { any_short };
+        let hopeless = if req.allow_partial() { !any_units } else { any_short };
         Ok(match hopeless {
             true => Verdict::SoldOut(shortfalls),
             false => Verdict::Maybe(Some(rows.into_iter().map(|(i, l, _)| (i, l)).collect())),
@@ -195,7 +195,7 @@ impl<D: Dialect> SqlStore<D> {
         for (i, h) in held.iter().enumerate() {
             for (loc, &n) in h {
                 if n > 0 {
-                    lines.push(Allocation { item: req.lines[i].item.clone(), location: loc.clone(), quantity: n });
+                    lines.push(Allocation { item: req.lines()[i].item.clone(), location: loc.clone(), quantity: n });
                 }
             }
         }
@@ -208,14 +208,13 @@ impl<D: Dialect> SqlStore<D> {
                 None => Err(Fail::Domain(Error::InsufficientStock(shortfalls(req, held)))),
             };
         }
-        let fingerprint = req.fingerprint();
-        match D::insert_reservation(&mut tx, &req.shop, &req.key, &fingerprint, req.ttl, &lines).await? {
+        match D::insert_reservation(&mut tx, req, &lines).await? {
             Some((id, expires_at)) => {
                 tx.commit().await?;
                 Ok(Reserved {
                     reservation: Reservation {
                         id,
-                        key: req.key.clone(),
+                        key: req.key().clone(),
                         status: ReservationStatus::Held,
                         expires_at,
                         lines,
@@ -235,7 +234,7 @@ impl<D: Dialect> SqlStore<D> {
         }
     }
 
-    /// The existing reservation of `req.key`, if any: returned when the lines
+    /// The existing reservation of `req.key()`, if any: returned when the lines
     /// match, `IdempotencyConflict` when they do not.
     async fn replay(&self, req: &ReserveRequest) -> Result<Option<Reserved>, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
@@ -243,7 +242,7 @@ impl<D: Dialect> SqlStore<D> {
         let Some(head) = run::first::<D, _>(
             &mut tx,
             Stmt::FindByKey,
-            &[req.shop.as_str().into(), req.key.as_str().into()],
+            &[req.shop().as_str().into(), req.key().as_str().into()],
             run::head::<D>,
         )
         .await?
@@ -251,9 +250,9 @@ impl<D: Dialect> SqlStore<D> {
             return Ok(None);
         };
         if head.fingerprint != req.fingerprint() {
-            return Err(Fail::Domain(Error::IdempotencyConflict(req.key.to_string())));
+            return Err(Fail::Domain(Error::IdempotencyConflict(req.key().to_string())));
         }
-        let lines = run::lines_of::<D>(&mut tx, &req.shop, head.id).await?;
+        let lines = run::lines_of::<D>(&mut tx, req.shop(), head.id).await?;
         tx.commit().await?;
         Ok(Some(Reserved { reservation: reservation(head, lines), created: false }))
     }
@@ -277,13 +276,13 @@ impl<D: Dialect> SqlStore<D> {
         // serialise the whole herd. The caller waits for it holding nothing.
         let rows = match existing {
             Some(existing) => {
-                let rows = D::lock_ledgers(tx, &req.shop, spec, LedgerLock::Skip).await?;
+                let rows = D::lock_ledgers(tx, req.shop(), spec, LedgerLock::Skip).await?;
                 if existing.iter().any(|k| !rows.iter().any(|r| r.item == k.0 && r.location == k.1)) {
                     return Err(Fail::LedgerBusy);
                 }
                 rows
             }
-            None => D::lock_ledgers(tx, &req.shop, spec, LedgerLock::Wait).await?,
+            None => D::lock_ledgers(tx, req.shop(), spec, LedgerLock::Wait).await?,
         };
         let mut ledgers: BTreeMap<Key, Locked> = rows
             .into_iter()
@@ -291,19 +290,19 @@ impl<D: Dialect> SqlStore<D> {
             .collect();
 
         let mut still_short: Vec<(usize, Vec<LocationId>)> = Vec::new();
-        for (i, (line, h)) in req.lines.iter().zip(held.iter_mut()).enumerate() {
+        for (i, (line, h)) in req.lines().iter().zip(held.iter_mut()).enumerate() {
             let qty = line.quantity.get();
             let candidates: Vec<LocationId> = match &line.locations {
                 Some(locs) => locs.clone(),
                 None => ledgers.keys().filter(|(it, _)| it == &line.item).map(|(_, l)| l.clone()).collect(),
             };
-            if req.allow_split {
+            if req.allow_split() {
                 for loc in &candidates {
                     let want = qty - total(h);
                     if want == 0 {
                         break;
                     }
-                    let got = self.acquire(tx, &req.shop, &mut ledgers, &line.item, loc, want).await?;
+                    let got = self.acquire(tx, req.shop(), &mut ledgers, &line.item, loc, want).await?;
                     *h.entry(loc.clone()).or_default() += got;
                 }
             } else {
@@ -312,7 +311,7 @@ impl<D: Dialect> SqlStore<D> {
                 let mut chosen = None;
                 for loc in &candidates {
                     let have = h.get(loc).copied().unwrap_or(0);
-                    let got = self.acquire(tx, &req.shop, &mut ledgers, &line.item, loc, qty - have).await?;
+                    let got = self.acquire(tx, req.shop(), &mut ledgers, &line.item, loc, qty - have).await?;
                     *h.entry(loc.clone()).or_default() += got;
                     if have + got == qty {
                         chosen = Some(loc.clone());
@@ -349,17 +348,17 @@ impl<D: Dialect> SqlStore<D> {
             // shortage real.
             for (i, candidates) in &still_short {
                 for loc in candidates {
-                    if self.in_flight(tx, &req.shop, &req.lines[*i].item, loc).await? > 0 {
+                    if self.in_flight(tx, req.shop(), &req.lines()[*i].item, loc).await? > 0 {
                         return Err(Fail::Contended);
                     }
                 }
             }
-            if !req.allow_partial {
+            if !req.allow_partial() {
                 return Err(Fail::Domain(Error::InsufficientStock(shortfalls(req, held))));
             }
         }
 
-        self.write_back(tx, &req.shop, ledgers.into_values().filter(|l| l.dirty).map(|l| l.row)).await
+        self.write_back(tx, req.shop(), ledgers.into_values().filter(|l| l.dirty).map(|l| l.row)).await
     }
 
     /// Takes up to `want` units of (item, location) for a transaction that
@@ -409,7 +408,7 @@ impl<D: Dialect> SqlStore<D> {
 /// Every candidate (item, location) of a request; `None` stands for every
 /// location of the item.
 fn candidate_spec(req: &ReserveRequest) -> Vec<(ItemId, Option<LocationId>)> {
-    req.lines
+    req.lines()
         .iter()
         .flat_map(|line| match &line.locations {
             Some(locs) => locs.iter().map(|l| (line.item.clone(), Some(l.clone()))).collect(),
@@ -423,7 +422,7 @@ fn total(h: &BTreeMap<LocationId, u32>) -> u32 {
 }
 
 fn shortfalls(req: &ReserveRequest, held: &[BTreeMap<LocationId, u32>]) -> Vec<Shortfall> {
-    req.lines
+    req.lines()
         .iter()
         .zip(held)
         .map(|(l, h)| Shortfall { item: l.item.clone(), requested: l.quantity.get(), available: total(h) })

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange};
+use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange, StockRequest};
 
 use super::{Fail, SqlStore};
 use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Stmt, TxMode, Want};
@@ -15,13 +15,8 @@ impl<D: Dialect> SqlStore<D> {
     /// A stock change under the ledger lock. A decrease takes `unpooled`
     /// units first, then free pool rows; it never takes reserved or committed
     /// units.
-    pub(super) async fn change_stock_once(
-        &self,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-        change: StockChange,
-    ) -> Result<LocationLevel, Fail> {
+    pub(super) async fn change_stock_once(&self, req: &StockRequest) -> Result<LocationLevel, Fail> {
+        let (shop, item, location, change) = (req.shop(), req.item(), req.location(), req.change());
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
         if !matches!(change, StockChange::Fulfil(_)) {

@@ -20,7 +20,7 @@ use std::sync::OnceLock;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, IdempotencyKey, ItemId, LocationId, MAX_LINES, ReservationId, ReservationStatus, ShopId, Ttl,
+    Allocation, Backend, ItemId, LocationId, MAX_LINES, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use serde_json::json;
 use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlRow};
@@ -217,14 +217,8 @@ impl Dialect for My {
 
     /// One CALL of the stored procedure of migration 0004 (its comment
     /// says why and what was found on the way).
-    async fn reserve_fast(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        ttl: Ttl,
-        wants: &[Want],
-    ) -> sqlx::Result<Fast> {
+    async fn reserve_fast(c: &mut MySqlConnection, req: &ReserveRequest, wants: &[Want]) -> sqlx::Result<Fast> {
+        let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let lines: Vec<_> = wants
             .iter()
             .map(
@@ -234,7 +228,7 @@ impl Dialect for My {
         let rows = sqlx::query(&tag::sql(raw!("reserve_fast")))
             .bind(shop.as_str())
             .bind(key.as_str())
-            .bind(fingerprint)
+            .bind(&fingerprint)
             .bind(ttl.as_secs() as i64)
             .bind(serde_json::Value::Array(lines).to_string())
             .fetch_all(c)
@@ -352,16 +346,14 @@ impl Dialect for My {
 
     async fn insert_reservation(
         c: &mut MySqlConnection,
-        shop: &ShopId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        ttl: Ttl,
+        req: &ReserveRequest,
         lines: &[Allocation],
     ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
+        let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let done = sqlx::query(&tag::sql(raw!("insert_reservation")))
             .bind(shop.as_str())
             .bind(key.as_str())
-            .bind(fingerprint)
+            .bind(&fingerprint)
             .bind(ttl.as_secs() as i64)
             .execute(&mut *c)
             .await?;

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ShopId, Ttl,
+    Allocation, Backend, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{PgPool, Postgres, Row};
@@ -108,14 +108,8 @@ impl Dialect for Pg {
         }
     }
 
-    async fn reserve_fast(
-        c: &mut PgConnection,
-        shop: &ShopId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        ttl: Ttl,
-        wants: &[Want],
-    ) -> sqlx::Result<Fast> {
+    async fn reserve_fast(c: &mut PgConnection, req: &ReserveRequest, wants: &[Want]) -> sqlx::Result<Fast> {
+        let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let (items, locs, qtys) = want_arrays(wants);
         let rows = sqlx::query(&tag::sql(RESERVE_FAST))
             .bind(shop.as_str())
@@ -123,7 +117,7 @@ impl Dialect for Pg {
             .bind(locs)
             .bind(qtys)
             .bind(key.as_str())
-            .bind(fingerprint)
+            .bind(&fingerprint)
             .bind(ttl.as_secs() as i64)
             .fetch_all(c)
             .await;
@@ -212,19 +206,17 @@ impl Dialect for Pg {
 
     async fn insert_reservation(
         c: &mut PgConnection,
-        shop: &ShopId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        ttl: Ttl,
+        req: &ReserveRequest,
         lines: &[Allocation],
     ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
+        let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let items: Vec<String> = lines.iter().map(|l| text(&l.item)).collect();
         let locs: Vec<String> = lines.iter().map(|l| text(&l.location)).collect();
         let qtys: Vec<i32> = lines.iter().map(|l| l.quantity as i32).collect();
         let row: Option<PgRow> = sqlx::query(&tag::sql(raw!("insert_reservation")))
             .bind(shop.as_str())
             .bind(key.as_str())
-            .bind(fingerprint)
+            .bind(&fingerprint)
             .bind(ttl.as_secs() as i64)
             .bind(items)
             .bind(locs)

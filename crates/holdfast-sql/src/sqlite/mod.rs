@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, Error, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ShopId, Ttl,
+    Allocation, Backend, Error, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use serde_json::json;
 use sqlx::sqlite::{
@@ -223,14 +223,16 @@ impl Dialect for Lite {
 
     async fn insert_reservation(
         c: &mut SqliteConnection,
-        shop: &ShopId,
-        key: &IdempotencyKey,
-        fingerprint: &str,
-        ttl: Ttl,
+        req: &ReserveRequest,
         lines: &[Allocation],
     ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
-        let args =
-            [Arg::Text(shop.as_str()), Arg::Text(key.as_str()), Arg::Text(fingerprint), Arg::Int(ttl.as_secs() as i64)];
+        let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
+        let args = [
+            Arg::Text(shop.as_str()),
+            Arg::Text(key.as_str()),
+            Arg::Text(&fingerprint),
+            Arg::Int(ttl.as_secs() as i64),
+        ];
         let rows = Sqlite::fetch(c, q!("insert_reservation"), &args).await?;
         let Some(row) = rows.first() else {
             return Ok(None);

@@ -30,7 +30,7 @@ fn assert_tags_and_ops(tags: &BTreeSet<String>, statements: &[String]) {
 /// A mixed workload through the library, with and without a caller's tag.
 async fn workload(store: Arc<dyn Store>) {
     let s = shop("s1");
-    store.change_stock(&s, &item("a"), &loc("wh"), StockChange::Set(6)).await.unwrap();
+    change(&*store, "s1", "a", "wh", StockChange::Set(6)).await.unwrap();
     let r1 = store.reserve(&request("s1", "k1", vec![line("a", 2, None)])).await.unwrap().reservation;
     let tagged = ConnTag::new("checkout_completion").unwrap();
     let r2 = with_conn_tag(tagged.clone(), store.reserve(&request("s1", "k2", vec![line("a", 3, None)])))
@@ -43,7 +43,7 @@ async fn workload(store: Arc<dyn Store>) {
     let e = store.reserve(&request("s1", "k3", vec![line("a", 9, None)])).await;
     assert!(matches!(e, Err(Error::InsufficientStock(_))));
     with_conn_tag(ConnTag::new("cart_sweeper").unwrap(), store.expire(10)).await.unwrap();
-    store.change_stock(&s, &item("a"), &loc("wh"), StockChange::Fulfil(1)).await.unwrap();
+    change(&*store, "s1", "a", "wh", StockChange::Fulfil(1)).await.unwrap();
     store.levels(&s, &item("a")).await.unwrap();
     store.audit(Some(&s)).await.unwrap();
 }
