@@ -19,7 +19,7 @@ use crate::proxy::{LatencyProxy, upstream_of};
 use crate::target::{StoreTarget, Target};
 
 /// What a flash sale runs against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum BenchBackend {
     /// holdfast on the embedded SQLite.

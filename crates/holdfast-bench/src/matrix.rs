@@ -1,7 +1,7 @@
 //! `holdfast bench matrix`: every backend at several concurrencies and added
 //! latencies, each cell run several times (interleaved, so a noisy neighbour
-//! hurts every backend alike), the medians written to `BENCHMARKS.md` with the
-//! target ratios, and SVG plots under `docs/bench/`.
+//! hurts every backend alike); the medians as a Markdown report, as JSON, and
+//! as SVG plots, each written where the caller says.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -131,64 +131,8 @@ pub async fn run(
         .collect())
 }
 
-fn find<'a>(m: &'a [Medians], design: &str, db: &str, c: u32, lat: f64) -> Option<&'a Medians> {
-    m.iter().find(|x| {
-        x.cell.design == design && x.cell.database == db && x.cell.concurrency == c && x.cell.db_latency_ms == lat
-    })
-}
-
-/// The target ratios of issue 8, from one matrix run.
-fn targets(m: &[Medians]) -> String {
-    let mut out = String::new();
-    let mut ratio = |label: &str, num: Option<&Medians>, den: Option<&Medians>, goal: f64| {
-        let line = match (num, den) {
-            (Some(n), Some(d)) if d.throughput > 0.0 => {
-                let r = n.throughput / d.throughput;
-                format!(
-                    "| {label} | {:.0} / {:.0} | **{r:.2}×** | {goal}× | {} |\n",
-                    n.throughput,
-                    d.throughput,
-                    if r >= goal { "met" } else { "missed" }
-                )
-            }
-            _ => format!("| {label} | not measured | | {goal}× | |\n"),
-        };
-        out.push_str(&line);
-    };
-    ratio(
-        "PostgreSQL, 64 buyers, 0 ms: holdfast / counter",
-        find(m, "holdfast", "postgres", 64, 0.0),
-        find(m, "counter", "postgres", 64, 0.0),
-        3.0,
-    );
-    ratio(
-        "PostgreSQL, 64 buyers, 0.5 ms: holdfast / counter",
-        find(m, "holdfast", "postgres", 64, 0.5),
-        find(m, "counter", "postgres", 64, 0.5),
-        5.0,
-    );
-    ratio(
-        "MariaDB, 64 buyers, 0.5 ms: holdfast / counter",
-        find(m, "holdfast", "mysql", 64, 0.5),
-        find(m, "counter", "mysql", 64, 0.5),
-        3.0,
-    );
-    ratio(
-        "PostgreSQL, 64 buyers, 0 ms: holdfast / ceiling",
-        find(m, "holdfast", "postgres", 64, 0.0),
-        find(m, "ceiling", "postgres", 64, 0.0),
-        0.4,
-    );
-    ratio(
-        "MariaDB, 64 buyers, 0 ms: holdfast / ceiling",
-        find(m, "holdfast", "mysql", 64, 0.0),
-        find(m, "ceiling", "mysql", 64, 0.0),
-        0.4,
-    );
-    out
-}
-
-/// The Markdown section for BENCHMARKS.md.
+/// The Markdown report: how it was produced, every cell's medians, and the
+/// plots (paths relative to the report).
 pub fn report(opts: &MatrixOptions, m: &[Medians], cores: usize, plots: &[String]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## Matrix\n");
@@ -197,10 +141,7 @@ pub fn report(opts: &MatrixOptions, m: &[Medians], cores: usize, plots: &[String
         "Produced by\n\n```sh\n{}\n```\n\non a {cores}-core machine; {} runs per cell, interleaved, medians shown. Throughput is completed reserves per second (each one a durable hold record); latency is the reserve call, coordinated-omission corrected. Every run ends with its books checked: a run with any oversold or undersold unit does not count.\n",
         opts.command, opts.runs
     );
-    let _ = writeln!(s, "### Targets (one hot item, 1-unit carts)\n");
-    let _ = writeln!(s, "| ratio | reserves/s | measured | target | |\n|---|---|---|---|---|");
-    s.push_str(&targets(m));
-    let _ = writeln!(s, "\n### All cells\n");
+    let _ = writeln!(s, "### All cells\n");
     let _ = writeln!(
         s,
         "| design | database | latency ms | buyers | reserves/s | runs | p50 ms | p95 ms | p99 ms | max ms | oversold | undersold | retries | deadlocks |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"

@@ -11,20 +11,9 @@ use holdfast_bench::http::HttpOptions;
 use holdfast_bench::matrix::{self, MatrixOptions};
 use holdfast_core::{Error, Invalid};
 
-use crate::cli::{BenchBackendArg, DbArgs, FlashSaleArgs, MatrixArgs};
+use crate::cli::{DbArgs, FlashSaleArgs, MatrixArgs};
 use crate::output::Printer;
 use crate::{Failure, OrFail};
-
-fn backend(b: BenchBackendArg) -> BenchBackend {
-    match b {
-        BenchBackendArg::Sqlite => BenchBackend::Sqlite,
-        BenchBackendArg::Postgres => BenchBackend::Postgres,
-        BenchBackendArg::Mysql => BenchBackend::Mysql,
-        BenchBackendArg::Counter => BenchBackend::Counter,
-        BenchBackendArg::Ceiling => BenchBackend::Ceiling,
-        BenchBackendArg::Redis => BenchBackend::Redis,
-    }
-}
 
 pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failure> {
     let json_out = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
@@ -36,7 +25,7 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
         (None, None) => Some(Duration::from_secs(10)),
     };
     let opts = BenchOptions {
-        backend: backend(a.backend.unwrap_or(BenchBackendArg::Postgres)),
+        backend: a.backend.unwrap_or(BenchBackend::Postgres),
         database_url: db.database_url.clone(),
         sale: FlashSale {
             stock: a.stock,
@@ -119,15 +108,14 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
     let mut targets = Vec::new();
     for b in &a.backends {
         match b {
-            BenchBackendArg::Sqlite => targets.push((BenchBackend::Sqlite, None)),
-            BenchBackendArg::Postgres => targets.push((BenchBackend::Postgres, Some(a.postgres_url.clone()))),
-            BenchBackendArg::Mysql => targets.push((BenchBackend::Mysql, Some(a.mysql_url.clone()))),
+            BenchBackend::Sqlite => targets.push((BenchBackend::Sqlite, None)),
+            BenchBackend::Postgres => targets.push((BenchBackend::Postgres, Some(a.postgres_url.clone()))),
+            BenchBackend::Mysql => targets.push((BenchBackend::Mysql, Some(a.mysql_url.clone()))),
             // The legacy store's ledger: a throw-away SQLite file per run.
-            BenchBackendArg::Redis => targets.push((BenchBackend::Redis, None)),
-            BenchBackendArg::Counter | BenchBackendArg::Ceiling => {
-                let kind = backend(*b);
-                targets.push((kind, Some(a.postgres_url.clone())));
-                targets.push((kind, Some(a.mysql_url.clone())));
+            BenchBackend::Redis => targets.push((BenchBackend::Redis, None)),
+            BenchBackend::Counter | BenchBackend::Ceiling => {
+                targets.push((*b, Some(a.postgres_url.clone())));
+                targets.push((*b, Some(a.mysql_url.clone())));
             }
         }
     }
@@ -174,29 +162,32 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
     })
     .await
     .map_err(fail)?;
+    // Plot paths in the report are relative to the report's directory.
     let base = a
-        .out
-        .parent()
+        .markdown
+        .as_deref()
+        .and_then(|p| p.parent())
         .map(|p| if p.as_os_str().is_empty() { std::path::Path::new(".") } else { p })
         .unwrap_or(std::path::Path::new("."));
-    let plots = matrix::plots(&medians, &a.plots, base).map_err(|e| fail(Error::Internal(format!("plots: {e}"))))?;
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let section = matrix::report(&opts, &medians, cores, &plots);
-    let old = std::fs::read_to_string(&a.out).unwrap_or_else(|_| "# Benchmarks\n\n".into());
-    let new = match old.find("## Matrix") {
-        Some(i) => {
-            let rest = &old[i + 2..];
-            let end = rest.find("\n## ").map(|j| i + 2 + j + 1).unwrap_or(old.len());
-            format!("{}{}{}", &old[..i], section, &old[end..])
-        }
-        None => format!("{}\n{}", old.trim_end(), "\n") + &section,
+    let plots = match &a.plots {
+        Some(dir) => matrix::plots(&medians, dir, base).map_err(|e| fail(Error::Internal(format!("plots: {e}"))))?,
+        None => Vec::new(),
     };
-    std::fs::write(&a.out, new).map_err(|e| fail(Error::Internal(format!("{}: {e}", a.out.display()))))?;
-    if let Some(path) = &a.json {
-        let text = serde_json::to_string_pretty(&medians).expect("medians serialize");
-        std::fs::write(path, text).map_err(|e| fail(Error::Internal(format!("{}: {e}", path.display()))))?;
+    let write = |path: &std::path::Path, text: String| {
+        std::fs::write(path, text).map_err(|e| fail(Error::Internal(format!("{}: {e}", path.display()))))
+    };
+    if let Some(path) = &a.markdown {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        write(path, matrix::report(&opts, &medians, cores, &plots))?;
+        println!("wrote {}", path.display());
     }
-    println!("wrote {} and {} plot(s) under {}", a.out.display(), plots.len(), a.plots.display());
+    if let Some(path) = &a.json {
+        write(path, serde_json::to_string_pretty(&medians).expect("medians serialize"))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(dir) = &a.plots {
+        println!("wrote {} plot(s) under {}", plots.len(), dir.display());
+    }
     let clean = medians.iter().all(|m| m.oversold == 0 && m.undersold == 0);
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

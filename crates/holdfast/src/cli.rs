@@ -252,7 +252,7 @@ pub struct MatrixArgs {
     /// run on both PostgreSQL and MySQL; redis is the legacy Redis store, its
     /// SQL ledger on a throw-away SQLite file).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "sqlite,postgres,mysql,counter,ceiling,redis")]
-    pub backends: Vec<BenchBackendArg>,
+    pub backends: Vec<holdfast_bench::bench::BenchBackend>,
     #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
     pub concurrency: Vec<u32>,
     /// Added latencies in milliseconds.
@@ -273,25 +273,17 @@ pub struct MatrixArgs {
     /// deleted after the run).
     #[arg(long, env = "HOLDFAST_REDIS_URL", default_value = holdfast_bench::bench::DEFAULT_REDIS_URL)]
     pub redis_url: String,
-    /// The Markdown report (its "## Matrix" section is replaced, the rest kept).
-    #[arg(long, default_value = "BENCHMARKS.md")]
-    pub out: std::path::PathBuf,
-    /// Where the SVG plots go.
-    #[arg(long, default_value = "docs/bench")]
-    pub plots: std::path::PathBuf,
-    /// Also write every cell's medians as JSON to this file.
-    #[arg(long)]
+    /// Write the Markdown report (how it was produced, every cell's
+    /// medians, the plots) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<std::path::PathBuf>,
+    /// Write the SVG plots into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<std::path::PathBuf>,
+    /// Write every cell's medians (and each run's throughput) as JSON to this
+    /// file.
+    #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchBackendArg {
-    Sqlite,
-    Postgres,
-    Mysql,
-    Counter,
-    Ceiling,
-    Redis,
 }
 
 #[derive(Debug, Args)]
@@ -303,7 +295,7 @@ pub struct FlashSaleArgs {
     /// Redis counter store at --redis-url, its SQL ledger (claims) on
     /// --database-url (default: a throw-away SQLite file). [default: postgres]
     #[arg(long, value_enum, conflicts_with = "target")]
-    pub backend: Option<BenchBackendArg>,
+    pub backend: Option<holdfast_bench::bench::BenchBackend>,
     /// Redis for --backend redis. Each run uses a key prefix of its own
     /// (hfbench:RUN:) and deletes its keys afterwards.
     #[arg(long, env = "HOLDFAST_REDIS_URL", default_value = holdfast_bench::bench::DEFAULT_REDIS_URL)]
