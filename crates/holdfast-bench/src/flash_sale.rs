@@ -15,8 +15,11 @@ use rand::Rng;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use crate::conn::{self, ConnHold};
 use crate::target::Target;
+use holdfast_core::ConnHold;
+
+/// Rows a run's connection report keeps: the tags where connection time went.
+pub const CONN_TAGS: usize = 8;
 
 #[derive(Debug, Clone)]
 pub struct FlashSale {
@@ -86,7 +89,7 @@ pub struct FlashSaleReport {
     /// the p50…p99 above), from p0 to p99.99.
     pub latency_percentiles: Vec<Percentile>,
     /// Connection hold per conn tag during the sale, longest total first (at
-    /// most [`conn::TOP`] tags); `null` when the target does not report it.
+    /// most [`CONN_TAGS`] tags); `null` when the target does not report it.
     pub connections: Option<Vec<ConnHold>>,
 }
 
@@ -276,7 +279,7 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
             .map(|&p| Percentile { percentile: p, ms: ms(hist.value_at_quantile(p / 100.0)) })
             .collect(),
         connections: match (conns_before, conns_after) {
-            (Some(b), Some(a)) => Some(conn::diff(&b, &a, conn::TOP)),
+            (Some(b), Some(a)) => Some(ConnHold::window(&b, &a, CONN_TAGS)),
             _ => None,
         },
     })

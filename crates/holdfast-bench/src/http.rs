@@ -27,8 +27,8 @@ use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::conn::ConnHold;
 use crate::target::{Books, Target, TargetStats};
+use holdfast_core::ConnHold;
 
 /// Where and as whom the HTTP target sells.
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use holdfast_core::{
     StockRequest, Store, Ttl,
 };
 
-use crate::conn::ConnHold;
+use holdfast_core::ConnHold;
 
 /// What the target's books say after the sale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +133,6 @@ impl Target for StoreTarget {
     }
 
     async fn connections(&self) -> Result<Option<Vec<ConnHold>>, Error> {
-        Ok(self.conn_report.then(crate::conn::snapshot))
+        Ok(self.conn_report.then(holdfast_sql::connection_report))
     }
 }

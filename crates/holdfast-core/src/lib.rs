@@ -3,6 +3,7 @@
 //! trait each backend implements, and the modes of the migration off Redis.
 //! Nothing here does I/O.
 
+pub mod conn;
 pub mod error;
 pub mod ids;
 pub mod model;
@@ -10,6 +11,7 @@ pub mod modes;
 pub mod store;
 pub mod token;
 
+pub use conn::ConnHold;
 pub use error::{Error, Invalid, Result, Shortfall};
 pub use ids::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
 pub use model::*;

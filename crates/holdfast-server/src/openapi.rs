@@ -33,7 +33,7 @@ use crate::{api, error, routes};
         routes::health::healthz,
         routes::health::readyz,
     ),
-    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody, routes::admin::ConnectionsBody, routes::admin::TagReportBody, routes::admin::KillSwitchBody)),
+    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody, routes::admin::ConnectionsBody, holdfast_core::ConnHold, routes::admin::KillSwitchBody)),
     modifiers(&Bearer)
 )]
 #[derive(Debug)]

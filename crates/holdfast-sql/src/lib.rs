@@ -26,7 +26,7 @@ use holdfast_core::{Error, LegacyLedger, ModeStore, Store, TokenStore};
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
-pub use crate::tag::{TagReport, connection_report, with_conn_tag};
+pub use crate::tag::{connection_report, with_conn_tag};
 
 /// How to reach the database.
 #[derive(Debug, Clone)]

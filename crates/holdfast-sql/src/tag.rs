@@ -21,8 +21,7 @@ use std::future::Future;
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use holdfast_core::ConnTag;
-use serde::Serialize;
+use holdfast_core::{ConnHold, ConnTag};
 
 tokio::task_local! {
     static CALLER: ConnTag;
@@ -91,20 +90,6 @@ pub(crate) fn owned(text: String) -> String {
     format!("{prefix}{text}")
 }
 
-/// What connections did under one tag.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct TagReport {
-    pub tag: String,
-    /// Connections handed out (one per transaction or standalone read).
-    pub checkouts: u64,
-    pub transactions: u64,
-    pub statements: u64,
-    /// Total time connections were held.
-    pub hold_seconds_total: f64,
-    pub hold_seconds_max: f64,
-    pub hold_seconds_mean: f64,
-}
-
 #[derive(Debug, Default, Clone, Copy)]
 struct Totals {
     checkouts: u64,
@@ -123,17 +108,17 @@ fn record(f: impl FnOnce(&mut Totals)) {
 }
 
 /// Per-tag totals since the process started, sorted by total hold time.
-pub fn connection_report() -> Vec<TagReport> {
+pub fn connection_report() -> Vec<ConnHold> {
     let map = TOTALS.lock().expect("tag totals");
-    let mut rows: Vec<TagReport> = map
+    let mut rows: Vec<ConnHold> = map
         .iter()
-        .map(|(tag, t)| TagReport {
+        .map(|(tag, t)| ConnHold {
             tag: tag.clone(),
             checkouts: t.checkouts,
             transactions: t.transactions,
             statements: t.statements,
             hold_seconds_total: t.hold.as_secs_f64(),
-            hold_seconds_max: t.hold_max.as_secs_f64(),
+            hold_seconds_max: Some(t.hold_max.as_secs_f64()),
             hold_seconds_mean: if t.checkouts == 0 { 0.0 } else { t.hold.as_secs_f64() / t.checkouts as f64 },
         })
         .collect();

@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use holdfast_bench::bench::{self, BenchBackend, BenchOptions};
-use holdfast_bench::conn::ConnHold;
 use holdfast_bench::flash_sale::FlashSale;
 use holdfast_bench::http::HttpOptions;
 use holdfast_bench::matrix::{self, MatrixOptions};
+use holdfast_core::ConnHold;
 use holdfast_core::{Error, Invalid};
 
 use crate::cli::{DbArgs, FlashSaleArgs, MatrixArgs};

@@ -5,9 +5,8 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use holdfast_core::ShopId;
+use holdfast_core::{ConnHold, ShopId};
 use holdfast_redis::{AdminModes, Migration, ModeChange, ModesView};
-use holdfast_sql::TagReport;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
@@ -45,23 +44,7 @@ pub async fn audit(
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ConnectionsBody {
     /// Sorted by total hold time, longest first.
-    #[schema(value_type = Vec<TagReportBody>)]
-    pub tags: Vec<TagReport>,
-}
-
-/// One tag's row of the connection report (schema of `holdfast_sql::TagReport`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TagReportBody {
-    /// The caller's `X-Conn-Tag`, or holdfast's operation (`reserve`, `expire`, …).
-    pub tag: String,
-    /// Connections handed out (one per transaction or standalone read).
-    pub checkouts: u64,
-    pub transactions: u64,
-    pub statements: u64,
-    /// Seconds connections were held, checkout to return.
-    pub hold_seconds_total: f64,
-    pub hold_seconds_max: f64,
-    pub hold_seconds_mean: f64,
+    pub tags: Vec<ConnHold>,
 }
 
 /// Who held database connections, and for how long, per conn tag (SPEC §8).
