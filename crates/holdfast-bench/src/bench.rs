@@ -1,7 +1,8 @@
 //! `holdfast bench flash-sale`: one flash sale against one backend — holdfast
 //! on SQLite, PostgreSQL or MySQL, the legacy Redis store, or a baseline —
 //! optionally through the latency proxy, or against a running `holdfast
-//! serve` over HTTP; reported with the figures of SPEC §11.
+//! serve` over HTTP; reported with throughput, latency percentiles,
+//! oversold and undersold units, retries and connection hold per tag.
 
 use std::sync::Arc;
 use std::time::Duration;

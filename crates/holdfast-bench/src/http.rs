@@ -1,5 +1,5 @@
-//! The flash sale against a running `holdfast serve`, over its `/v1` API
-//! (SPEC §10): `--target http://HOST:PORT --token T`.
+//! The flash sale against a running `holdfast serve`, over its `/v1` API:
+//! `--target http://HOST:PORT --token T`.
 //!
 //! Every buyer is one HTTP request per step, as a checkout service would
 //! send them: `POST …/reservations` (201/200 → held; 409

@@ -1,4 +1,5 @@
-//! The `Store` trait: every operation of SPEC §3, implemented once per backend
+//! The `Store` trait: every operation (reserve, claim, release, extend, expire,
+//! stock changes, levels, audit), implemented once per backend
 //! and exercised by one shared conformance suite.
 
 use async_trait::async_trait;

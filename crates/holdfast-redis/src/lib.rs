@@ -1,4 +1,4 @@
-//! The path off a Redis counter model (SPEC §1, §5, §7): the legacy store
+//! The path off a Redis counter model: the legacy store
 //! itself ([`RedisStore`]), and the [`ModeRouter`] that serves each shop in
 //! its mode — `redis`, `shadow`, `sql-primary` or `sql` — from rules in the
 //! database ([`ModeControl`]: shop lists, percentages, the kill switch).

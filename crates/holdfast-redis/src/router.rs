@@ -1,5 +1,5 @@
 //! [`ModeRouter`]: one `Store` over holdfast's SQL store and the legacy Redis
-//! store that serves each shop in its mode (SPEC §7).
+//! store that serves each shop in its mode.
 //!
 //! * New holds go where the shop's mode says: `redis` and `shadow` to Redis,
 //!   `sql-primary` and `sql` to SQL.

@@ -1,5 +1,5 @@
 //! The legacy store: the counter model most teams run before holdfast
-//! (SPEC §1, §5), behind the same `Store` trait so that it can be compared,
+//! (docs/design.md, "Migration off Redis"), behind the same `Store` trait so that it can be compared,
 //! shadowed and migrated from.
 //!
 //! # Where each quantity lives

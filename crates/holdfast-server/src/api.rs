@@ -1,4 +1,4 @@
-//! The wire types of `/v1`, exactly as SPEC §10 draws them. They are separate
+//! The wire types of `/v1`, exactly as the README documents them. They are separate
 //! from the domain types on purpose: a change to `holdfast-core`'s serde
 //! cannot change the HTTP contract unnoticed, and each carries its OpenAPI
 //! schema. Request bodies refuse unknown fields (a misspelt `allow_partial`

@@ -34,7 +34,7 @@ use crate::sweeper::Sweeper;
 
 static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The routes of SPEC §10 and the layers every request passes.
+/// The routes of the HTTP API and the layers every request passes.
 pub fn router(state: AppState) -> Router {
     let timeout = state.settings.request_timeout();
     let body_limit = state.settings.body_limit_bytes;
@@ -115,7 +115,7 @@ impl MakeRequestId for MakeId {
 
 static CONN_TAG: HeaderName = HeaderName::from_static("x-conn-tag");
 
-/// `X-Conn-Tag` (SPEC §8): the caller names its business process and every
+/// `X-Conn-Tag`: the caller names its business process and every
 /// statement the request sends carries `/* conn_tag:<tag> */ /* op:<op> */`.
 /// Checked before anything else runs (authentication included), so a bad tag
 /// is `400 invalid_conn_tag` and sends nothing to the database.

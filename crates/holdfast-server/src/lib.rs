@@ -1,4 +1,4 @@
-//! holdfast's HTTP service (`holdfast serve`): the `/v1` API of SPEC §10 over
+//! holdfast's HTTP service (`holdfast serve`): the `/v1` API over
 //! any [`holdfast_core::Store`], bearer tokens scoped to shops, Prometheus
 //! metrics, health probes, an OpenAPI document generated from the handlers,
 //! and the expiry sweeper. [`Application`] is what both the CLI and the tests

@@ -51,7 +51,7 @@ pub struct Settings {
     /// Run migrations at start-up (idempotent, serialised between replicas).
     pub migrate: bool,
     pub log_format: LogFormat,
-    /// Redis of the legacy counter model (SPEC §7). When set, every shop is
+    /// Redis of the legacy counter model. When set, every shop is
     /// served in its mode (`redis`, `shadow`, `sql-primary`, `sql`) and
     /// `/admin/modes` and `/admin/kill-switch` are available.
     pub redis_url: Option<String>,

@@ -275,7 +275,19 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         None
     }
 
-    fn begin(pool: &Pool<Self::Db>, mode: TxMode) -> impl Future<Output = sqlx::Result<Tx<Self>>> + Send;
+    /// How a write transaction begins: its isolation level, and on SQLite
+    /// the database's write lock.
+    const BEGIN_WRITE: &'static str;
+    /// How a report's transaction begins: one snapshot for every statement.
+    const BEGIN_SNAPSHOT: &'static str;
+
+    fn begin(pool: &Pool<Self::Db>, mode: TxMode) -> impl Future<Output = sqlx::Result<Tx<Self>>> + Send {
+        let sql = match mode {
+            TxMode::Write => Self::BEGIN_WRITE,
+            TxMode::Snapshot => Self::BEGIN_SNAPSHOT,
+        };
+        pool.begin_with(crate::tag::sql(sql))
+    }
     fn fault(err: &sqlx::Error) -> Fault;
 
     /// Deletes up to `qty` free unit rows for each want, skipping rows other

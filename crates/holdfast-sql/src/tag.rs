@@ -1,4 +1,5 @@
-//! Connection visibility (SPEC §8): every statement holdfast sends starts with
+//! Connection visibility (docs/design.md, "Connection tags"): every
+//! statement holdfast sends starts with
 //! a comment naming the business process that sent it, and holdfast adds up,
 //! per tag, how long connections are held, and how many statements and
 //! transactions they carried.

@@ -1,6 +1,6 @@
 //! `/admin/…`: admin tokens only. The audit of the accounting invariant, the
-//! connection report (SPEC §8), and the Redis migration's modes and kill
-//! switch (SPEC §7; only when serving with `--redis-url`).
+//! connection report, and the Redis migration's modes and kill switch (only
+//! when serving with `--redis-url`).
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
@@ -47,7 +47,7 @@ pub struct ConnectionsBody {
     pub tags: Vec<ConnHold>,
 }
 
-/// Who held database connections, and for how long, per conn tag (SPEC §8).
+/// Who held database connections, and for how long, per conn tag.
 #[utoipa::path(
     get, path = "/admin/connections", tag = "admin",
     responses((status = 200, body = ConnectionsBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),

@@ -1,4 +1,4 @@
-//! The handlers, one module per area of SPEC §10. Each takes the caller
+//! The handlers, one module per area of the API. Each takes the caller
 //! (authenticated and allowed the `{shop}`) before it reads the body, so an
 //! anonymous or foreign caller learns nothing from a validation message.
 

@@ -1,4 +1,4 @@
-//! SPEC acceptance over HTTP: 200 concurrent buyers of one unit on stock 100
+//! Over HTTP: 200 concurrent buyers of one unit on stock 100
 //! get exactly 100 `201` and 100 `409 insufficient_stock`; the invariant holds.
 
 use holdfast_core::Backend;

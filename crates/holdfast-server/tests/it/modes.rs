@@ -1,5 +1,5 @@
 //! `serve --redis-url`: shops served in their migration mode, and the admin
-//! routes for modes and the kill switch (SPEC §7), against a real Redis.
+//! routes for modes and the kill switch, against a real Redis.
 
 use holdfast_core::Backend;
 use holdfast_server::Settings;

@@ -24,11 +24,9 @@ use holdfast_core::{
 };
 use serde_json::json;
 use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlRow};
-use sqlx::{MySql, MySqlPool, Row};
+use sqlx::{MySql, Row};
 
-use crate::dialect::{
-    Dialect, Fast, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Tx, TxMode, Want,
-};
+use crate::dialect::{Dialect, Fast, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Want};
 use crate::driver::{Arg, Driver};
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -43,17 +41,6 @@ macro_rules! raw {
         include_str!(concat!("queries/", $name, ".sql"))
     };
 }
-
-/// Write transactions: READ COMMITTED for this transaction only (see the
-/// module doc for why). `SET TRANSACTION` without SESSION applies to the next
-/// transaction on the connection; sqlx sends both statements in one round
-/// trip (text protocol, multi-statements), and checks that a transaction is
-/// open afterwards.
-const BEGIN_WRITE: &str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
-
-/// Reports: one consistent snapshot for every statement, taken at once.
-const BEGIN_SNAPSHOT: &str =
-    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
 
 /// One branch of `take_units.sql` per want: skipping rows other
 /// transactions hold, or waiting for them (under the ledger lock).
@@ -168,6 +155,15 @@ impl Dialect for My {
         migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast");
     /// DDL commits implicitly; the migrations are written to run again.
     const BEGIN_MIGRATION: &'static str = "BEGIN";
+    /// READ COMMITTED for this transaction only (see the module doc for
+    /// why). `SET TRANSACTION` without SESSION applies to the next
+    /// transaction on the connection; sqlx sends both statements in one
+    /// round trip (text protocol, multi-statements), and checks that a
+    /// transaction is open afterwards.
+    const BEGIN_WRITE: &'static str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
+    /// One consistent snapshot for every statement, taken at once.
+    const BEGIN_SNAPSHOT: &'static str =
+        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
 
     queries!();
 
@@ -190,13 +186,6 @@ impl Dialect for My {
         })
     }
 
-    async fn begin(pool: &MySqlPool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
-        match mode {
-            TxMode::Write => pool.begin_with(tag::sql(BEGIN_WRITE)).await,
-            TxMode::Snapshot => pool.begin_with(tag::sql(BEGIN_SNAPSHOT)).await,
-        }
-    }
-
     fn fault(err: &sqlx::Error) -> Fault {
         match err {
             sqlx::Error::Database(db) => match db.try_downcast_ref::<MySqlDatabaseError>().map(|e| e.number()) {
@@ -216,7 +205,7 @@ impl Dialect for My {
     }
 
     /// One CALL of the stored procedure of migration 0004 (its comment
-    /// says why and what was found on the way).
+    /// says why, and what both servers do with it).
     async fn reserve_fast(c: &mut MySqlConnection, req: &ReserveRequest, wants: &[Want]) -> sqlx::Result<Fast> {
         let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let lines: Vec<_> = wants

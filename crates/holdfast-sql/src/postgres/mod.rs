@@ -10,9 +10,9 @@ use holdfast_core::{
     Allocation, Backend, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use sqlx::postgres::{PgConnection, PgRow};
-use sqlx::{PgPool, Postgres, Row};
+use sqlx::{Postgres, Row};
 
-use crate::dialect::{Dialect, Fast, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Taken, Tx, TxMode, Want};
+use crate::dialect::{Dialect, Fast, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Taken, Want};
 use crate::migrate::{Migration, migrations};
 use crate::run;
 use crate::tag;
@@ -85,16 +85,11 @@ impl Dialect for Pg {
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes");
     const BEGIN_MIGRATION: &'static str = "BEGIN";
+    /// Said explicitly, not left to the server's default_transaction_isolation.
+    const BEGIN_WRITE: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";
+    const BEGIN_SNAPSHOT: &'static str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
     queries!();
-
-    async fn begin(pool: &PgPool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
-        match mode {
-            TxMode::Write => pool.begin_with(tag::sql("BEGIN")).await,
-            // One snapshot for every statement of a report.
-            TxMode::Snapshot => pool.begin_with(tag::sql("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")).await,
-        }
-    }
 
     fn fault(err: &sqlx::Error) -> Fault {
         match err {

@@ -25,7 +25,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqlitePool};
 
 use crate::ConnectOptions;
-use crate::dialect::{Dialect, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Taken, Tx, TxMode, Want};
+use crate::dialect::{Dialect, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Taken, Want};
 use crate::driver::{Arg, Driver};
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -111,21 +111,16 @@ impl Dialect for Lite {
     const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes");
     /// The write lock serialises concurrent `migrate` runs on one file.
     const BEGIN_MIGRATION: &'static str = "BEGIN IMMEDIATE";
+    /// The write lock now, not at the first write: a deferred transaction
+    /// that read first could find, when it writes, that another writer got in
+    /// between (SQLITE_BUSY_SNAPSHOT), and everything it read would be stale.
+    /// Waits up to BUSY_TIMEOUT.
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
+    /// Deferred: under WAL a reader sees one snapshot from its first read to
+    /// its end and neither blocks nor waits for the writer.
+    const BEGIN_SNAPSHOT: &'static str = "BEGIN";
 
     queries!();
-
-    async fn begin(pool: &SqlitePool, mode: TxMode) -> sqlx::Result<Tx<Self>> {
-        match mode {
-            // Take the write lock now, not at the first write: a deferred
-            // transaction that read first could find, when it writes, that
-            // another writer got in between (SQLITE_BUSY_SNAPSHOT), and
-            // everything it read would be stale. Waits up to BUSY_TIMEOUT.
-            TxMode::Write => pool.begin_with(tag::sql("BEGIN IMMEDIATE")).await,
-            // Deferred: under WAL a reader sees one snapshot from its first
-            // read to its end and neither blocks nor waits for the writer.
-            TxMode::Snapshot => pool.begin_with(tag::sql("BEGIN")).await,
-        }
-    }
 
     fn fault(err: &sqlx::Error) -> Fault {
         match err {

@@ -1,6 +1,6 @@
--- Migration from a Redis counter model (SPEC §7): per-shop modes, rollout
+-- Migration from a Redis counter model (docs/design.md): per-shop modes, rollout
 -- rules, the kill switch, and the SQL ledger of the legacy Redis store. The
--- holdfast-redis crate reads and writes these tables; every serving process
+-- holdfast-sql serves them to holdfast-redis; every serving process
 -- polls them, so a change here reaches all of them within a second.
 -- IF NOT EXISTS / INSERT IGNORE: DDL commits on its own here, so a migration
 -- may run again.

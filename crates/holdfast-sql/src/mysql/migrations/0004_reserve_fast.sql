@@ -25,7 +25,7 @@
 --   back and answers key_taken; any other error rolls back and is re-raised,
 --   so no transaction is ever left open on a pooled connection.
 -- MySQL 8.0 accepts the same syntax (JSON_TABLE 8.0.4+, JSON_ARRAYAGG,
--- locking clauses in derived tables); it was not run here.
+-- locking clauses in derived tables); the tests run MariaDB.
 DROP PROCEDURE IF EXISTS holdfast_reserve_fast;
 CREATE PROCEDURE holdfast_reserve_fast(
     IN p_shop  VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin,

@@ -1,6 +1,6 @@
--- Migration from a Redis counter model (SPEC §7): per-shop modes, rollout
+-- Migration from a Redis counter model (docs/design.md): per-shop modes, rollout
 -- rules, the kill switch, and the SQL ledger of the legacy Redis store. The
--- holdfast-redis crate reads and writes these tables; every serving process
+-- holdfast-sql serves them to holdfast-redis; every serving process
 -- polls them, so a change here reaches all of them within a second.
 
 -- Explicit assignments: a shop listed here has this mode whatever the
@@ -32,10 +32,8 @@ INSERT INTO kill_switch (id, engaged) VALUES (1, false);
 -- legacy claim adds here and then removes the hold from Redis, in two
 -- systems with no transaction spanning both.
 CREATE TABLE legacy_ledger (
-    shop_id     text COLLATE "C" NOT NULL,
-    item_id     text COLLATE "C" NOT NULL,
-    location_id text COLLATE "C" NOT NULL,
-    on_hand     bigint NOT NULL DEFAULT 0 CHECK (on_hand >= 0),
-    committed   bigint NOT NULL DEFAULT 0 CHECK (committed >= 0),
+    shop_id text COLLATE "C" NOT NULL, item_id text COLLATE "C" NOT NULL, location_id text COLLATE "C" NOT NULL,
+    on_hand bigint NOT NULL DEFAULT 0 CHECK (on_hand >= 0),
+    committed bigint NOT NULL DEFAULT 0 CHECK (committed >= 0),
     PRIMARY KEY (shop_id, item_id, location_id)
 );

@@ -1,6 +1,6 @@
--- Migration from a Redis counter model (SPEC §7): per-shop modes, rollout
+-- Migration from a Redis counter model (docs/design.md): per-shop modes, rollout
 -- rules, the kill switch, and the SQL ledger of the legacy Redis store. The
--- holdfast-redis crate reads and writes these tables; every serving process
+-- holdfast-sql serves them to holdfast-redis; every serving process
 -- polls them, so a change here reaches all of them within a second.
 -- Times are INTEGER unix milliseconds, as in 0001.
 
@@ -33,9 +33,7 @@ INSERT INTO kill_switch (id, engaged) VALUES (1, 0);
 -- legacy claim adds here and then removes the hold from Redis, in two
 -- systems with no transaction spanning both.
 CREATE TABLE legacy_ledger (
-    shop_id     TEXT NOT NULL,
-    item_id     TEXT NOT NULL,
-    location_id TEXT NOT NULL,
+    shop_id TEXT NOT NULL, item_id TEXT NOT NULL, location_id TEXT NOT NULL,
     on_hand     INTEGER NOT NULL DEFAULT 0 CHECK (on_hand >= 0),
     committed   INTEGER NOT NULL DEFAULT 0 CHECK (committed >= 0),
     PRIMARY KEY (shop_id, item_id, location_id)
