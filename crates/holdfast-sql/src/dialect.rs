@@ -32,9 +32,11 @@ pub(crate) type Tx<D> = Transaction<'static, <D as Dialect>::Db>;
 
 /// Declares [`Stmt`] and, for the dialect modules, `queries!()`: the
 /// function from each statement to its text in that module's `queries/`
-/// directory (`include_str!` resolves next to the module that expands it).
+/// directory (`include_str!` resolves next to the module that expands it),
+/// or to the text given for it (`queries!(Levels => LEVELS)`).
 macro_rules! statements {
-    ($($(#[$doc:meta])* $variant:ident => $file:literal,)*) => {
+    // `$d` is `$`, for the metavariables of the macro this one declares.
+    ($d:tt; $($(#[$doc:meta])* $variant:ident => $file:literal,)*) => {
         /// A statement with the same shape on every dialect.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub(crate) enum Stmt {
@@ -42,9 +44,13 @@ macro_rules! statements {
         }
 
         macro_rules! queries {
-            () => {
+            ($d($d stmt:ident => $d text:expr),* $d(,)?) => {
+                // A statement composed of fragments is named before the
+                // file of the same name, which then only serves as its part.
+                #[allow(unreachable_patterns)]
                 fn text(stmt: crate::dialect::Stmt) -> &'static str {
                     match stmt {
+                        $d(crate::dialect::Stmt::$d stmt => $d text,)*
                         $(crate::dialect::Stmt::$variant => include_str!(concat!("queries/", $file, ".sql")),)*
                     }
                 }
@@ -53,7 +59,7 @@ macro_rules! statements {
     };
 }
 
-statements! {
+statements! { $;
     /// (shop, id) → the reservation row.
     Head => "head",
     /// The same, locking the row (lock order step 1).
@@ -64,10 +70,9 @@ statements! {
     Lines => "lines",
     /// (shop, item) → quantities per location.
     Levels => "levels",
-    /// (shop or NULL) → the invariant's terms per ledger row.
+    /// (shop or NULL) → the invariant's terms per (shop, item, location),
+    /// and units no ledger row accounts for (orphans).
     Audit => "audit",
-    /// (shop or NULL) → units with no ledger row.
-    AuditOrphans => "audit_orphans",
     /// (shop, item, location): the ledger row, created if missing.
     EnsureLedger => "ensure_ledger",
     /// (shop, item, location, on_hand, committed, unpooled).

@@ -137,32 +137,30 @@ pub(crate) fn level<D: Dialect>(row: &Row<D>) -> sqlx::Result<LocationLevel> {
     })
 }
 
-/// `shop_id, item_id, location_id` and the invariant's terms.
-pub(crate) fn audit_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<AuditRow> {
-    Ok(AuditRow {
+/// A row of `audit.sql`: whether no ledger row accounts for these units (an
+/// orphan), and the invariant's terms. Of a ledger row: `on_hand`, and
+/// `unpooled` and `committed` as the row keeps them (`booked`) plus the
+/// released and claimed units not yet folded in; `reserved` the held ones.
+/// Of an orphan: its pool rows, and every open unit as `reserved`.
+pub(crate) fn audit_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<(bool, AuditRow)> {
+    let int = |col| D::Db::int(row, col);
+    let (held, claimed, returned) = (int("held")?, int("claimed")?, int("returned")?);
+    let orphan = D::Db::flag(row, "orphan")?;
+    let (unpooled, reserved, committed) = match orphan {
+        false => (int("unpooled")? + returned, held, int("booked")? + claimed),
+        true => (0, held + claimed + returned, 0),
+    };
+    let terms = AuditRow {
         shop: name::<D::Db, _>(row, "shop_id")?,
         item: name::<D::Db, _>(row, "item_id")?,
         location: name::<D::Db, _>(row, "location_id")?,
-        on_hand: D::Db::int(row, "on_hand")?,
-        unpooled: D::Db::int(row, "unpooled")?,
-        pooled: D::Db::int(row, "pooled")?,
-        reserved: D::Db::int(row, "reserved")?,
-        committed: D::Db::int(row, "committed")?,
-    })
-}
-
-/// `shop_id, item_id, location_id, pooled, open`: units with no ledger row.
-pub(crate) fn orphan_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<AuditRow> {
-    Ok(AuditRow {
-        shop: name::<D::Db, _>(row, "shop_id")?,
-        item: name::<D::Db, _>(row, "item_id")?,
-        location: name::<D::Db, _>(row, "location_id")?,
-        on_hand: 0,
-        unpooled: 0,
-        pooled: D::Db::int(row, "pooled")?,
-        reserved: D::Db::int(row, "open")?,
-        committed: 0,
-    })
+        on_hand: int("on_hand")?,
+        unpooled,
+        pooled: int("pooled")?,
+        reserved,
+        committed,
+    };
+    Ok((orphan, terms))
 }
 
 /// The reservation row (locked when `lock`: lock order step 1).

@@ -35,8 +35,8 @@ impl<D: Dialect> SqlStore<D> {
         let _lease = tag::Lease::transaction();
         let args = [Arg::MaybeText(shop.map(|s| s.as_str()))];
         let rows = run::all::<D, _>(&mut tx, Stmt::Audit, &args, run::audit_row::<D>).await?;
-        let orphans = run::all::<D, _>(&mut tx, Stmt::AuditOrphans, &args, run::orphan_row::<D>).await?;
         tx.commit().await?;
-        Ok(AuditReport::from_rows(rows, orphans))
+        let (orphans, rows): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(orphan, _)| *orphan);
+        Ok(AuditReport::from_rows(rows.into_iter().map(|(_, r)| r), orphans.into_iter().map(|(_, r)| r).collect()))
     }
 }

@@ -172,7 +172,6 @@ impl Dialect for My {
         Some(match stmt {
             Stmt::Levels => &[0, 1, 0, 1, 0, 1],
             Stmt::Audit => &[0, 0, 0, 0, 0, 0],
-            Stmt::AuditOrphans => &[0, 0],
             Stmt::WriteLedger => &[3, 4, 5, 0, 1, 2],
             Stmt::Refill => &[0, 1, 2, 3, 3, 0, 1, 2, 4],
             Stmt::InFlight => &[0, 1, 2, 1, 2, 0],

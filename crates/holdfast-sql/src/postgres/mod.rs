@@ -58,6 +58,9 @@ const LOCK_LEDGERS_SKIP: &str = concat!(raw!("lock_ledgers"), raw!("candidates")
 const AWAIT_LEDGERS: &str = concat!(raw!("lock_ledgers"), raw!("candidates"), "FOR KEY SHARE\n");
 const AVAILABLE: &str = concat!(raw!("available"), raw!("candidates"));
 
+const LEVELS: &str = concat!(raw!("ledger_terms"), raw!("levels"));
+const AUDIT: &str = concat!(raw!("ledger_terms"), raw!("audit"));
+
 const EXPIRE_AT: &str = concat!(raw!("expire_at"), raw!("expire_due"));
 const SWEEP: &str = concat!(raw!("sweep"), raw!("expire_due"));
 
@@ -89,7 +92,7 @@ impl Dialect for Pg {
     const BEGIN_WRITE: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";
     const BEGIN_SNAPSHOT: &'static str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
-    queries!();
+    queries!(Levels => LEVELS, Audit => AUDIT);
 
     fn fault(err: &sqlx::Error) -> Fault {
         match err {

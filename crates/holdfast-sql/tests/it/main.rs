@@ -2,6 +2,7 @@
 //! servers — the shared conformance suite against each dialect, the
 //! connection tags as the servers log them, and MySQL/MariaDB's row locks.
 
+mod audit;
 mod conn_tags;
 mod mysql_locks;
 

@@ -1,26 +1,23 @@
--- The terms of the accounting invariant for every ledger row (of one shop,
--- or all when $1 is NULL), read in the caller's REPEATABLE READ snapshot.
-SELECT l.shop_id, l.item_id, l.location_id,
-       l.on_hand,
-       l.unpooled + COALESCE(q.returned, 0) AS unpooled,
-       COALESCE(p.n, 0) AS pooled,
-       COALESCE(q.held, 0) AS reserved,
-       l.committed + COALESCE(q.committed, 0) AS committed
-FROM inventory_levels l
-LEFT JOIN (
-    SELECT shop_id, item_id, location_id, count(*) AS n
-    FROM reservation_units
-    WHERE $1::text IS NULL OR shop_id = $1
-    GROUP BY shop_id, item_id, location_id
-) p USING (shop_id, item_id, location_id)
-LEFT JOIN (
-    SELECT shop_id, item_id, location_id,
-           sum(quantity) FILTER (WHERE state = 'held') AS held,
-           sum(quantity) FILTER (WHERE state = 'committed') AS committed,
-           sum(quantity) FILTER (WHERE state = 'returned') AS returned
-    FROM reserved_quantities
-    WHERE state IN ('held', 'committed', 'returned') AND ($1::text IS NULL OR shop_id = $1)
-    GROUP BY shop_id, item_id, location_id
-) q USING (shop_id, item_id, location_id)
-WHERE $1::text IS NULL OR l.shop_id = $1
-ORDER BY l.shop_id, l.item_id, l.location_id
+-- After ledger_terms.sql: the terms of the accounting invariant for every
+-- (shop, item, location) of one shop, or of all when $1 is NULL, read in the
+-- caller's REPEATABLE READ snapshot; then, as orphans, units in the pool or
+-- in open holds that no ledger row accounts for. The store adds the terms up
+-- (run.rs, audit_row).
+SELECT shop_id, item_id, location_id, false AS orphan, on_hand, unpooled, booked, pooled, held, claimed, returned
+FROM terms
+WHERE $1::text IS NULL OR shop_id = $1
+UNION ALL
+SELECT o.shop_id, o.item_id, o.location_id, true,
+       0, 0, 0, count(*) FILTER (WHERE o.unit), COALESCE(sum(o.quantity) FILTER (WHERE NOT o.unit), 0), 0, 0
+FROM (
+    SELECT shop_id, item_id, location_id, true AS unit, 1 AS quantity FROM reservation_units
+    UNION ALL
+    SELECT shop_id, item_id, location_id, false, quantity FROM reserved_quantities
+    WHERE state IN ('held', 'committed', 'returned')
+) o
+WHERE ($1::text IS NULL OR o.shop_id = $1)
+  AND NOT EXISTS (
+      SELECT 1 FROM inventory_levels x
+      WHERE x.shop_id = o.shop_id AND x.item_id = o.item_id AND x.location_id = o.location_id)
+GROUP BY o.shop_id, o.item_id, o.location_id
+ORDER BY 1, 2, 3
