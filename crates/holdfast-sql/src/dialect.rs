@@ -259,6 +259,9 @@ pub(crate) struct Head {
     pub expired: bool,
 }
 
+/// A new hold's id and expiry; `None` when its idempotency key was taken.
+pub(crate) type Inserted = Option<(ReservationId, DateTime<Utc>)>;
+
 /// Candidate (item, location) pairs; `None` stands for every location of the item.
 pub(crate) type Spec = [(ItemId, Option<LocationId>)];
 
@@ -316,7 +319,7 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     /// with SKIP LOCKED and, only when every want is filled and the key is
     /// new, delete them and insert the hold — one round trip and one commit
     /// instead of a transaction of four. Elsewhere the engine runs
-    /// [`Dialect::take_units`] and [`Dialect::insert_reservation`] in a
+    /// [`Dialect::take_units`] and [`Dialect::insert_hold`] in a
     /// transaction instead, and never calls this.
     fn reserve_fast(
         _c: &mut Conn<Self>,
@@ -347,36 +350,27 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         lock: LedgerLock,
     ) -> impl Future<Output = sqlx::Result<Vec<Ledger>>> + Send;
 
-    /// Expires the held reservations with units at (item, location) whose time
-    /// is up, skipping those another transaction holds. Returns how many.
-    fn expire_at(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> impl Future<Output = sqlx::Result<u64>> + Send;
+    /// Under the lock of ledger row `at`: expires the held reservations with
+    /// units at its (item, location) whose time is up, skipping those another
+    /// transaction holds. Returns how many.
+    fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> impl Future<Output = sqlx::Result<u64>> + Send;
 
     /// The sweeper's unit of work: expires up to `limit` due holds of any
     /// shop, skipping those another sweeper holds.
     fn sweep(c: &mut Conn<Self>, limit: u32) -> impl Future<Output = sqlx::Result<u64>> + Send;
 
-    /// Marks claimed and released units of (item, location) as accounted on
-    /// the ledger row and returns their sums. Caller holds the ledger lock.
-    fn fold(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> impl Future<Output = sqlx::Result<Folded>> + Send;
+    /// Under the lock of ledger row `at`: marks the claimed and released
+    /// units of its (item, location) as accounted on it and returns their sums.
+    fn fold(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> impl Future<Output = sqlx::Result<Folded>> + Send;
 
     /// Inserts the hold of `req` (its shop, key, fingerprint and TTL) and the
     /// quantities it holds. `None` when the idempotency key is taken
     /// (nothing inserted).
-    fn insert_reservation(
+    fn insert_hold(
         c: &mut Conn<Self>,
         req: &ReserveRequest,
         lines: &[Allocation],
-    ) -> impl Future<Output = sqlx::Result<Option<(ReservationId, DateTime<Utc>)>>> + Send;
+    ) -> impl Future<Output = sqlx::Result<Inserted>> + Send;
 
     /// Moves a held reservation to `status` and its held units to `state`.
     fn transition(

@@ -87,6 +87,24 @@ impl TestDb {
         TestDb { backend, store: db.store.clone(), db, url, _drop: drop }
     }
 
+    /// Runs statements on the test database directly, as an operator (or a
+    /// bug) outside holdfast would: each as a script, so it may hold several.
+    pub async fn exec(&self, statements: &[&str]) {
+        macro_rules! run_on {
+            ($conn:ty) => {{
+                let mut c = <$conn>::connect(&self.url).await.unwrap();
+                for s in statements {
+                    sqlx::Executor::execute(&mut c, *s).await.unwrap_or_else(|e| panic!("{s}: {e}"));
+                }
+            }};
+        }
+        match self.backend {
+            Backend::Postgres => run_on!(sqlx::PgConnection),
+            Backend::MySql => run_on!(sqlx::MySqlConnection),
+            Backend::Sqlite => run_on!(sqlx::SqliteConnection),
+        }
+    }
+
     /// Asserts the accounting invariant for every (shop, item, location).
     pub async fn assert_audit_clean(&self) {
         let report = self.store.audit(None).await.expect("audit");

@@ -44,6 +44,23 @@ pub fn seed(test: &str, on: &str) -> u64 {
     seed
 }
 
+/// Declares a module `$test` of one `#[tokio::test]` per backend, each
+/// running `$test(Backend::…)`:
+/// `per_backend!(books_balance: postgres => Postgres, sqlite => Sqlite);`
+#[macro_export]
+macro_rules! per_backend {
+    ($test:ident: $($name:ident => $backend:ident),+ $(,)?) => {
+        mod $test {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    super::$test(holdfast_core::Backend::$backend).await
+                }
+            )+
+        }
+    };
+}
+
 /// Task `n`'s generator for `seed`.
 pub fn task_rng(seed: u64, n: u64) -> StdRng {
     StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15))

@@ -137,7 +137,7 @@ async fn sql_claim_failing_mid_transaction_leaves_everything_consistent() {
                       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected crash mid-claim';
                     END IF; END"],
         };
-        exec(&w, crash_on).await;
+        w.test_db().exec(crash_on).await;
         let failed = s.claim(&shop("s1"), id).await;
         assert!(failed.is_err(), "the injected failure must reach the claim: {failed:?}");
         assert!(s.audit(None).await.unwrap().ok(), "no partial claim is left");
@@ -149,7 +149,7 @@ async fn sql_claim_failing_mid_transaction_leaves_everything_consistent() {
             holdfast_core::Backend::Postgres => "DROP TRIGGER hf_crash ON reserved_quantities",
             _ => "DROP TRIGGER hf_crash",
         };
-        exec(&w, &[drop]).await;
+        w.test_db().exec(&[drop]).await;
         assert_eq!(s.claim(&shop("s1"), id).await.unwrap().status, ReservationStatus::Claimed);
         assert_eq!(sell_until_sold_out(s, "buyer").await, 9);
         let q = qty(s, "s1", "tee", "wh").await;
@@ -171,17 +171,15 @@ async fn sql_claim_losing_its_connection_mid_transaction_leaves_everything_consi
     stock(&*s, "s1", "tee", "wh", 10).await;
     let id = s.reserve(&one_unit("victim", 600)).await.unwrap().reservation.id;
     // A fuse: only the first claim attempt stalls (sequences ignore rollback).
-    exec(
-        &w,
-        &[
+    w.test_db()
+        .exec(&[
             "CREATE SEQUENCE hf_fuse",
             "CREATE FUNCTION hf_stall() RETURNS trigger LANGUAGE plpgsql AS
              $$ BEGIN IF nextval('hf_fuse') = 1 THEN PERFORM pg_sleep(30); END IF; RETURN NEW; END $$",
             "CREATE TRIGGER hf_stall AFTER UPDATE ON reserved_quantities FOR EACH ROW
              WHEN (NEW.state = 'committed') EXECUTE FUNCTION hf_stall()",
-        ],
-    )
-    .await;
+        ])
+        .await;
     let claim = tokio::spawn({
         let s = s.clone();
         async move { s.claim(&shop("s1"), id).await }
@@ -213,21 +211,4 @@ async fn sql_claim_losing_its_connection_mid_transaction_leaves_everything_consi
     assert_eq!((q.on_hand, q.committed, q.available, q.reserved), (10, 1, 9, 0));
     assert!(s.audit(None).await.unwrap().ok());
     drop(w);
-}
-
-async fn exec(w: &World, statements: &[&str]) {
-    match w.backend {
-        holdfast_core::Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&w.url).await.unwrap();
-            for st in statements {
-                sqlx::raw_sql(st).execute(&mut c).await.unwrap();
-            }
-        }
-        _ => {
-            let mut c = sqlx::MySqlConnection::connect(&w.url).await.unwrap();
-            for st in statements {
-                sqlx::raw_sql(st).execute(&mut c).await.unwrap();
-            }
-        }
-    }
 }

@@ -29,6 +29,11 @@ pub struct World {
 }
 
 impl World {
+    /// The world's SQL database.
+    pub fn test_db(&self) -> &TestDb {
+        &self._db
+    }
+
     /// Another process on the same database and Redis: its own pools, its
     /// own poller, its own shadow mirror.
     pub async fn second_process(&self) -> (Arc<ModeControl>, Arc<ModeRouter>) {

@@ -208,7 +208,7 @@ impl<D: Dialect> SqlStore<D> {
                 None => Err(Fail::Domain(Error::InsufficientStock(shortfalls(req, held)))),
             };
         }
-        match D::insert_reservation(&mut tx, req, &lines).await? {
+        match D::insert_hold(&mut tx, req, &lines).await? {
             Some((id, expires_at)) => {
                 tx.commit().await?;
                 Ok(Reserved {

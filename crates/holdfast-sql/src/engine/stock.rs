@@ -102,9 +102,9 @@ impl<D: Dialect> SqlStore<D> {
     /// location) — sweeper lag must not cause undersell — and folds claimed
     /// and released units into the ledger row.
     pub(super) async fn prepare(&self, tx: &mut Conn<D>, shop: &ShopId, row: &mut Ledger) -> Result<(), Fail> {
-        let expired = D::expire_at(tx, shop, &row.item, &row.location).await?;
+        let expired = D::expire_at(tx, shop, row).await?;
         self.counters.expired.fetch_add(expired, Ordering::Relaxed);
-        let folded = D::fold(tx, shop, &row.item, &row.location).await?;
+        let folded = D::fold(tx, shop, row).await?;
         row.unpooled += folded.restocked;
         row.committed += folded.settled;
         Ok(())

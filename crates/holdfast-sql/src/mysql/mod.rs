@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use chrono::{DateTime, Utc};
 use holdfast_core::{
     Allocation, Backend, ItemId, LocationId, MAX_LINES, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
@@ -26,7 +25,9 @@ use serde_json::json;
 use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlRow};
 use sqlx::{MySql, Row};
 
-use crate::dialect::{Dialect, Fast, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Want};
+use crate::dialect::{
+    Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Want,
+};
 use crate::driver::{Arg, Driver};
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -290,12 +291,8 @@ impl Dialect for My {
         MySql::fetch(c, &sql, &args).await?.iter().map(run::available::<Self>).collect::<sqlx::Result<_>>().map(Some)
     }
 
-    async fn expire_at(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<u64> {
+    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<u64> {
+        let (item, location) = (&at.item, &at.location);
         let rows = MySql::fetch(c, &tag::sql(raw!("expire_at")), &run::place(shop, item, location)).await?;
         expire_rows(c, &rows).await
     }
@@ -305,12 +302,8 @@ impl Dialect for My {
         expire_rows(c, &rows).await
     }
 
-    async fn fold(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<Folded> {
+    async fn fold(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Folded> {
+        let (item, location) = (&at.item, &at.location);
         let place = run::place(shop, item, location);
         let rows = MySql::fetch(c, &tag::sql(raw!("fold")), &place).await?;
         if rows.is_empty() {
@@ -332,11 +325,7 @@ impl Dialect for My {
         Ok(folded)
     }
 
-    async fn insert_reservation(
-        c: &mut MySqlConnection,
-        req: &ReserveRequest,
-        lines: &[Allocation],
-    ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
+    async fn insert_hold(c: &mut Conn<Self>, req: &ReserveRequest, lines: &[Allocation]) -> sqlx::Result<Inserted> {
         let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let done = sqlx::query(&tag::sql(raw!("insert_reservation")))
             .bind(shop.as_str())

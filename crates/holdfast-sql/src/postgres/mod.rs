@@ -5,14 +5,13 @@
 //! arrays, and a step that is several statements elsewhere is one statement
 //! with writable CTEs here.
 
-use chrono::{DateTime, Utc};
 use holdfast_core::{
     Allocation, Backend, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row};
 
-use crate::dialect::{Dialect, Fast, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Taken, Want};
+use crate::dialect::{Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Want};
 use crate::migrate::{Migration, migrations};
 use crate::run;
 use crate::tag;
@@ -176,7 +175,8 @@ impl Dialect for Pg {
         rows.iter().map(run::available::<Self>).collect::<sqlx::Result<Vec<_>>>().map(Some)
     }
 
-    async fn expire_at(c: &mut PgConnection, shop: &ShopId, item: &ItemId, location: &LocationId) -> sqlx::Result<u64> {
+    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<u64> {
+        let (item, location) = (&at.item, &at.location);
         let sql = tag::sql(EXPIRE_AT);
         let n: i64 = sqlx::query_scalar(&sql)
             .bind(shop.as_str())
@@ -192,7 +192,8 @@ impl Dialect for Pg {
         Ok(n as u64)
     }
 
-    async fn fold(c: &mut PgConnection, shop: &ShopId, item: &ItemId, location: &LocationId) -> sqlx::Result<Folded> {
+    async fn fold(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Folded> {
+        let (item, location) = (&at.item, &at.location);
         let r = sqlx::query(&tag::sql(raw!("fold")))
             .bind(shop.as_str())
             .bind(item.as_str())
@@ -202,11 +203,7 @@ impl Dialect for Pg {
         Ok(Folded { restocked: r.try_get("restocked")?, settled: r.try_get("settled")? })
     }
 
-    async fn insert_reservation(
-        c: &mut PgConnection,
-        req: &ReserveRequest,
-        lines: &[Allocation],
-    ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
+    async fn insert_hold(c: &mut Conn<Self>, req: &ReserveRequest, lines: &[Allocation]) -> sqlx::Result<Inserted> {
         let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let items: Vec<String> = lines.iter().map(|l| text(&l.item)).collect();
         let locs: Vec<String> = lines.iter().map(|l| text(&l.location)).collect();

@@ -14,7 +14,6 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use holdfast_core::{
     Allocation, Backend, Error, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
@@ -25,7 +24,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqlitePool};
 
 use crate::ConnectOptions;
-use crate::dialect::{Dialect, Fault, Folded, Ledger, LedgerLock, LineState, Spec, Taken, Want};
+use crate::dialect::{Conn, Dialect, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Want};
 use crate::driver::{Arg, Driver};
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -181,12 +180,8 @@ impl Dialect for Lite {
         rows.iter().map(run::ledger::<Self>).collect()
     }
 
-    async fn expire_at(
-        c: &mut SqliteConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<u64> {
+    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<u64> {
+        let (item, location) = (&at.item, &at.location);
         let gone = Sqlite::fetch(c, q!("expire_at"), &run::place(shop, item, location)).await?;
         move_held(c, &gone, LineState::Returned).await?;
         Ok(gone.len() as u64)
@@ -198,12 +193,8 @@ impl Dialect for Lite {
         Ok(gone.len() as u64)
     }
 
-    async fn fold(
-        c: &mut SqliteConnection,
-        shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
-    ) -> sqlx::Result<Folded> {
+    async fn fold(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Folded> {
+        let (item, location) = (&at.item, &at.location);
         let rows = Sqlite::fetch(c, q!("fold"), &run::place(shop, item, location)).await?;
         let mut folded = Folded::default();
         for r in &rows {
@@ -216,11 +207,7 @@ impl Dialect for Lite {
         Ok(folded)
     }
 
-    async fn insert_reservation(
-        c: &mut SqliteConnection,
-        req: &ReserveRequest,
-        lines: &[Allocation],
-    ) -> sqlx::Result<Option<(ReservationId, DateTime<Utc>)>> {
+    async fn insert_hold(c: &mut Conn<Self>, req: &ReserveRequest, lines: &[Allocation]) -> sqlx::Result<Inserted> {
         let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let args = [
             Arg::Text(shop.as_str()),

@@ -3,33 +3,8 @@
 
 use holdfast_core::{Backend, ReservationStatus};
 use holdfast_sql::StoreConfig;
+use holdfast_testkit::per_backend;
 use holdfast_testkit::*;
-use sqlx::Connection;
-
-/// Runs statements on the test database directly, as an operator (or a bug)
-/// outside holdfast would.
-async fn tamper(db: &TestDb, statements: &[&str]) {
-    match db.backend {
-        Backend::Postgres => {
-            let mut c = sqlx::PgConnection::connect(&db.url).await.unwrap();
-            for s in statements {
-                sqlx::Executor::execute(&mut c, *s).await.unwrap();
-            }
-        }
-        Backend::MySql => {
-            let mut c = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-            for s in statements {
-                sqlx::Executor::execute(&mut c, *s).await.unwrap();
-            }
-        }
-        Backend::Sqlite => {
-            let mut c = sqlx::SqliteConnection::connect(&db.url).await.unwrap();
-            for s in statements {
-                sqlx::Executor::execute(&mut c, *s).await.unwrap();
-            }
-        }
-    }
-}
 
 async fn books_that_do_not_balance_are_reported(b: Backend) {
     with_db(b, StoreConfig::default(), |db| async move {
@@ -41,15 +16,12 @@ async fn books_that_do_not_balance_are_reported(b: Backend) {
         let clean = db.store.audit(None).await.unwrap();
         assert_eq!(clean.checked, 2);
 
-        tamper(
-            &db,
-            &[
-                // A unit sold twice: on_hand no longer covers the books.
-                "UPDATE inventory_levels SET on_hand = on_hand - 1 WHERE shop_id = 's1'",
-                // A pool row of an (item, location) no ledger row knows.
-                "INSERT INTO reservation_units (shop_id, item_id, location_id, id) VALUES ('s2', 'ghost', 'wh', 0)",
-            ],
-        )
+        db.exec(&[
+            // A unit sold twice: on_hand no longer covers the books.
+            "UPDATE inventory_levels SET on_hand = on_hand - 1 WHERE shop_id = 's1'",
+            // A pool row of an (item, location) no ledger row knows.
+            "INSERT INTO reservation_units (shop_id, item_id, location_id, id) VALUES ('s2', 'ghost', 'wh', 0)",
+        ])
         .await;
         let all = db.store.audit(None).await.unwrap();
         assert!(!all.ok());
@@ -72,17 +44,4 @@ async fn books_that_do_not_balance_are_reported(b: Backend) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_books_that_do_not_balance_are_reported() {
-    books_that_do_not_balance_are_reported(Backend::Postgres).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_books_that_do_not_balance_are_reported() {
-    books_that_do_not_balance_are_reported(Backend::MySql).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sqlite_books_that_do_not_balance_are_reported() {
-    books_that_do_not_balance_are_reported(Backend::Sqlite).await
-}
+per_backend!(books_that_do_not_balance_are_reported: postgres => Postgres, mysql => MySql, sqlite => Sqlite);

@@ -122,15 +122,7 @@ async fn pg_stat_activity_shows_the_callers_tag() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn postgres_statement_log() {
-    server_log_shows_every_tag(Backend::Postgres).await
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn mysql_general_log() {
-    server_log_shows_every_tag(Backend::MySql).await
-}
+holdfast_testkit::per_backend!(server_log_shows_every_tag: postgres => Postgres, mysql => MySql);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_activity() {
