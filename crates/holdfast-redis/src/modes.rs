@@ -174,14 +174,10 @@ pub struct ModesView {
 mod tests {
     use super::*;
 
-    fn shop(s: &str) -> ShopId {
-        ShopId::new(s).unwrap()
-    }
-
     #[test]
     fn admin_bodies_parse() {
         let c: ModeChange = serde_json::from_str(r#"{"shop":"s1","mode":"sql-primary"}"#).unwrap();
-        assert_eq!(c, ModeChange::Shop { shop: shop("s1"), mode: Some(Mode::SqlPrimary) });
+        assert_eq!(c, ModeChange::Shop { shop: "s1".parse().unwrap(), mode: Some(Mode::SqlPrimary) });
         let c: ModeChange = serde_json::from_str(r#"{"rollout":"shadow","percent":25}"#).unwrap();
         assert_eq!(c, ModeChange::Rollout { mode: Mode::Shadow, percent: 25 });
         assert!(serde_json::from_str::<ModeChange>(r#"{"shop":"s 1","mode":"sql"}"#).is_err());

@@ -50,7 +50,7 @@ impl<D: Dialect> ModeStore for SqlStore<D> {
         plain!(self, "modes", |c| async move {
             let shops = run::all::<D, _>(c, Stmt::ShopModes, &[], shop_mode::<D>).await?;
             let rollout = run::all::<D, _>(c, Stmt::ModeRollout, &[], rollout::<D>).await?;
-            let engaged = run::first::<D, _>(c, Stmt::KillSwitch, &[], engaged::<D>).await?;
+            let engaged = run::all::<D, _>(c, Stmt::KillSwitch, &[], engaged::<D>).await?.pop();
             Ok(Rules {
                 shops: shops.into_iter().collect(),
                 rollout: rollout.into_iter().collect(),

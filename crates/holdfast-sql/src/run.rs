@@ -38,16 +38,6 @@ pub(crate) async fn exec<D: Dialect>(c: &mut Conn<D>, stmt: Stmt, args: &[Arg<'_
     D::Db::execute(c, &sql, &args).await
 }
 
-/// The first row, decoded, if there is one.
-pub(crate) async fn first<D: Dialect, T>(
-    c: &mut Conn<D>,
-    stmt: Stmt,
-    args: &[Arg<'_>],
-    decode: fn(&Row<D>) -> sqlx::Result<T>,
-) -> sqlx::Result<Option<T>> {
-    rows::<D>(c, stmt, args).await?.first().map(decode).transpose()
-}
-
 /// Every row, decoded.
 pub(crate) async fn all<D: Dialect, T>(
     c: &mut Conn<D>,
@@ -90,38 +80,34 @@ pub(crate) fn head<D: Dialect>(row: &Row<D>) -> sqlx::Result<Head> {
     })
 }
 
+/// `item_id, location_id`: the (item, location) a row is about.
+fn item_at<D: Dialect>(row: &Row<D>) -> sqlx::Result<(ItemId, LocationId)> {
+    Ok((name::<D::Db, _>(row, "item_id")?, name::<D::Db, _>(row, "location_id")?))
+}
+
 /// `item_id, location_id, on_hand, committed, unpooled`.
 pub(crate) fn ledger<D: Dialect>(row: &Row<D>) -> sqlx::Result<Ledger> {
-    Ok(Ledger {
-        item: name::<D::Db, _>(row, "item_id")?,
-        location: name::<D::Db, _>(row, "location_id")?,
-        on_hand: D::Db::int(row, "on_hand")?,
-        committed: D::Db::int(row, "committed")?,
-        unpooled: D::Db::int(row, "unpooled")?,
-    })
+    let (item, location) = item_at::<D>(row)?;
+    let int = |col| D::Db::int(row, col);
+    Ok(Ledger { item, location, on_hand: int("on_hand")?, committed: int("committed")?, unpooled: int("unpooled")? })
 }
 
 /// `item_id, location_id, quantity`.
 pub(crate) fn allocation<D: Dialect>(row: &Row<D>) -> sqlx::Result<Allocation> {
-    Ok(Allocation {
-        item: name::<D::Db, _>(row, "item_id")?,
-        location: name::<D::Db, _>(row, "location_id")?,
-        quantity: count::<D::Db>(row, "quantity")?,
-    })
+    let (item, location) = item_at::<D>(row)?;
+    Ok(Allocation { item, location, quantity: count::<D::Db>(row, "quantity")? })
 }
 
 /// `item_id, location_id, n`.
 pub(crate) fn taken<D: Dialect>(row: &Row<D>) -> sqlx::Result<Taken> {
-    Ok(Taken {
-        item: name::<D::Db, _>(row, "item_id")?,
-        location: name::<D::Db, _>(row, "location_id")?,
-        count: count::<D::Db>(row, "n")?,
-    })
+    let (item, location) = item_at::<D>(row)?;
+    Ok(Taken { item, location, count: count::<D::Db>(row, "n")? })
 }
 
 /// `item_id, location_id, available`.
 pub(crate) fn available<D: Dialect>(row: &Row<D>) -> sqlx::Result<(ItemId, LocationId, i64)> {
-    Ok((name::<D::Db, _>(row, "item_id")?, name::<D::Db, _>(row, "location_id")?, D::Db::int(row, "available")?))
+    let (item, location) = item_at::<D>(row)?;
+    Ok((item, location, D::Db::int(row, "available")?))
 }
 
 /// `location_id, on_hand, available, reserved, committed`.
@@ -150,10 +136,12 @@ pub(crate) fn audit_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<(bool, AuditRo
         false => (int("unpooled")? + returned, held, int("booked")? + claimed),
         true => (0, held + claimed + returned, 0),
     };
+    let (item, location) = item_at::<D>(row)?;
+    let shop = name::<D::Db, _>(row, "shop_id")?;
     let terms = AuditRow {
-        shop: name::<D::Db, _>(row, "shop_id")?,
-        item: name::<D::Db, _>(row, "item_id")?,
-        location: name::<D::Db, _>(row, "location_id")?,
+        shop,
+        item,
+        location,
         on_hand: int("on_hand")?,
         unpooled,
         pooled: int("pooled")?,
@@ -171,7 +159,7 @@ pub(crate) async fn head_of<D: Dialect>(
     lock: bool,
 ) -> sqlx::Result<Option<Head>> {
     let stmt = if lock { Stmt::HeadForUpdate } else { Stmt::Head };
-    first::<D, _>(c, stmt, &[shop.as_str().into(), id.get().into()], head::<D>).await
+    Ok(all::<D, _>(c, stmt, &[shop.as_str().into(), id.get().into()], head::<D>).await?.pop())
 }
 
 pub(crate) async fn lines_of<D: Dialect>(

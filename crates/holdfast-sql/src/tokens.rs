@@ -38,7 +38,7 @@ impl<D: Dialect> TokenStore for SqlStore<D> {
 
     async fn find_token(&self, id: &str) -> Result<Option<TokenRecord>, Error> {
         let args = [Arg::Text(id)];
-        plain!(self, "token", |c| run::first::<D, _>(c, Stmt::TokenFind, &args, token::<D>))
+        plain!(self, "token", |c| async { Ok(run::all::<D, _>(c, Stmt::TokenFind, &args, token::<D>).await?.pop()) })
     }
 
     async fn list_tokens(&self) -> Result<Vec<TokenRecord>, Error> {

@@ -166,9 +166,20 @@ where
     F: FnOnce(Arc<TestDb>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let db = Arc::new(TestDb::with_config(backend, cfg).await);
-    let outcome = tokio::spawn(body(db.clone())).await;
-    drop(db);
+    isolated(TestDb::with_config(backend, cfg).await, body).await
+}
+
+/// Runs `body` on its own task with `fixture`, then drops the fixture (and
+/// what it created) before passing on the body's panic, if any.
+pub(crate) async fn isolated<T, F, Fut>(fixture: T, body: F)
+where
+    T: Send + Sync + 'static,
+    F: FnOnce(Arc<T>) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let fixture = Arc::new(fixture);
+    let outcome = tokio::spawn(body(fixture.clone())).await;
+    drop(fixture);
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }

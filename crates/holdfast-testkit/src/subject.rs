@@ -139,10 +139,5 @@ where
     F: FnOnce(Arc<TestStore>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let t = Arc::new(TestStore::open(subject, cfg).await);
-    let outcome = tokio::spawn(body(t.clone())).await;
-    drop(t);
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
+    crate::db::isolated(TestStore::open(subject, cfg).await, body).await
 }

@@ -239,14 +239,14 @@ impl<D: Dialect> SqlStore<D> {
     async fn replay(&self, req: &ReserveRequest) -> Result<Option<Reserved>, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
         let _lease = tag::Lease::transaction();
-        let Some(head) = run::first::<D, _>(
+        let Some(head) = run::all::<D, _>(
             &mut tx,
             Stmt::FindByKey,
             &[req.shop().as_str().into(), req.key().as_str().into()],
             run::head::<D>,
         )
         .await?
-        else {
+        .pop() else {
             return Ok(None);
         };
         if head.fingerprint != req.fingerprint() {
