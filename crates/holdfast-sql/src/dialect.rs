@@ -130,6 +130,15 @@ statements! { $;
     MigrationRecord => "migration_record",
 }
 
+/// How a dialect sends a batch of reserves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReserveBatch {
+    /// One statement for the batch ([`Dialect::reserve_batch`]).
+    Statement,
+    /// One transaction for the batch, each request's fast path in it.
+    Transaction,
+}
+
 /// What a transaction is for; a dialect may begin each kind differently
 /// (isolation level, `BEGIN IMMEDIATE`, read only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -327,6 +336,21 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         _wants: &[Want],
     ) -> impl Future<Output = sqlx::Result<Fast>> + Send {
         async { Err(sqlx::Error::Protocol("this dialect has no one-statement fast path".into())) }
+    }
+
+    /// How a batch of reserves goes to the database (engine/batch.rs).
+    const RESERVE_BATCH: ReserveBatch = ReserveBatch::Transaction;
+
+    /// The fast path of a whole batch of reserves of one shop, in arrival
+    /// order, as one statement (`ReserveBatch::Statement`): each request as
+    /// [`Dialect::reserve_fast`] would have done it, no request taking a unit
+    /// an earlier one in the batch was given. Requests it leaves `Short` or
+    /// `KeyTaken` go on alone afterwards.
+    fn reserve_batch(
+        _c: &mut Conn<Self>,
+        _reqs: &[&ReserveRequest],
+    ) -> impl Future<Output = sqlx::Result<Vec<Fast>>> + Send {
+        async { Err(sqlx::Error::Protocol("this dialect has no one-statement batch".into())) }
     }
 
     /// Units of each matching (item, location) that no live hold has, read

@@ -7,6 +7,7 @@
 
 #[macro_use]
 mod dialect;
+mod coalesce;
 mod control;
 mod driver;
 mod engine;

@@ -41,7 +41,7 @@ pub(crate) async fn op<F: Future>(name: &'static str, fut: F) -> F::Output {
     OP.scope(name, fut).await
 }
 
-fn caller() -> Option<ConnTag> {
+pub(crate) fn caller() -> Option<ConnTag> {
     CALLER.try_with(|t| t.clone()).ok()
 }
 

@@ -13,8 +13,10 @@ use crate::{RedisPrefix, TestDb, shared_redis_url};
 /// What a conformance test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Subject {
-    /// holdfast on one SQL dialect.
+    /// holdfast on one SQL dialect, coalescing concurrent requests.
     Sql(Backend),
+    /// holdfast on one SQL dialect, every request alone (coalescing off).
+    SqlAlone(Backend),
     /// The legacy Redis counter store, its ledger on this SQL backend.
     Legacy(Backend),
     /// The mode router over holdfast on this backend and the legacy store,
@@ -26,24 +28,18 @@ impl Subject {
     pub fn name(self) -> String {
         match self {
             Subject::Sql(b) => b.name().to_string(),
+            Subject::SqlAlone(b) => format!("{} (not coalescing)", b.name()),
             Subject::Legacy(b) => format!("legacy redis ({} ledger)", b.name()),
             Subject::Router(m, b) => format!("router {m} ({})", b.name()),
-        }
-    }
-
-    /// How many books the subject keeps of each hold: the router in shadow
-    /// and sql-primary writes both holdfast's and the legacy store's.
-    pub fn books(self) -> u64 {
-        match self {
-            Subject::Router(Mode::Shadow | Mode::SqlPrimary, _) => 2,
-            _ => 1,
         }
     }
 
     /// Whose books decide: holdfast's pool, or the legacy counters.
     pub fn decider(self) -> Decider {
         match self {
-            Subject::Sql(_) | Subject::Router(Mode::SqlPrimary | Mode::Sql, _) => Decider::Holdfast,
+            Subject::Sql(_) | Subject::SqlAlone(_) | Subject::Router(Mode::SqlPrimary | Mode::Sql, _) => {
+                Decider::Holdfast
+            }
             Subject::Legacy(_) | Subject::Router(Mode::Redis | Mode::Shadow, _) => Decider::Legacy,
         }
     }
@@ -81,11 +77,12 @@ impl std::fmt::Debug for TestStore {
 impl TestStore {
     /// Opens `subject`; `cfg` configures holdfast's SQL store.
     pub async fn open(subject: Subject, cfg: StoreConfig) -> Self {
-        let backend = match subject {
-            Subject::Sql(b) | Subject::Legacy(b) | Subject::Router(_, b) => b,
+        let (backend, cfg) = match subject {
+            Subject::SqlAlone(b) => (b, StoreConfig { coalesce: false, ..cfg }),
+            Subject::Sql(b) | Subject::Legacy(b) | Subject::Router(_, b) => (b, cfg),
         };
         let db = TestDb::with_config(backend, cfg).await;
-        if let Subject::Sql(_) = subject {
+        if let Subject::Sql(_) | Subject::SqlAlone(_) = subject {
             return TestStore { subject, store: db.store.clone(), router: None, _redis: None, db };
         }
         let prefix = RedisPrefix::new(&shared_redis_url());

@@ -8,6 +8,7 @@
 //! retry policy — and the policy itself ([`SqlStore::retrying`]). One attempt
 //! of each operation is in `reserve`, `settle`, `stock` and `reports`.
 
+mod batch;
 mod reports;
 mod reserve;
 mod settle;
@@ -25,6 +26,7 @@ use holdfast_core::{
 use rand::Rng;
 use sqlx::Pool;
 
+use crate::coalesce::Coalescer;
 use crate::dialect::{Dialect, Fault};
 use crate::tag;
 
@@ -35,12 +37,31 @@ pub struct StoreConfig {
     pub pool_cap: u32,
     /// Most attempts of one operation (deadlocks, busy database, contention).
     pub max_attempts: u32,
+    /// Request coalescing: concurrent reserves, and concurrent claims,
+    /// releases and extends, of one shop go to the database in batches, and
+    /// concurrent sweeps as one (docs/design.md, "Request coalescing").
+    pub coalesce: bool,
+    /// Most requests in one batch.
+    pub coalesce_max_batch: u32,
+    /// Most batches of one shop (and operation) running at once.
+    pub coalesce_in_flight: u32,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { pool_cap: 1_000, max_attempts: 60 }
+        Self { pool_cap: 1_000, max_attempts: 60, coalesce: true, coalesce_max_batch: 64, coalesce_in_flight: 2 }
     }
+}
+
+/// Whose requests may share a batch: one shop's, sent under one conn tag
+/// (the batch's statements carry the tag, so a batch never mixes callers).
+type BatchKey = (ShopId, Option<holdfast_core::ConnTag>);
+
+#[derive(Debug)]
+struct Coalescers {
+    reserves: Coalescer<BatchKey, ReserveRequest, Result<Reserved, Error>>,
+    settles: Coalescer<BatchKey, (ReservationId, settle::Settle), Result<Reservation, Error>>,
+    sweeps: Coalescer<Option<holdfast_core::ConnTag>, u32, Result<u64, Error>>,
 }
 
 /// Why one attempt of an operation did not finish.
@@ -86,11 +107,36 @@ pub(crate) struct SqlStore<D: Dialect> {
     pub(crate) pool: Pool<D::Db>,
     cfg: StoreConfig,
     counters: Counters,
+    /// `None` when coalescing is off.
+    coalesce: Option<Coalescers>,
 }
 
 impl<D: Dialect> SqlStore<D> {
     pub(crate) fn new(pool: Pool<D::Db>, cfg: StoreConfig) -> Self {
-        Self { pool, cfg, counters: Counters::default() }
+        let coalesce = cfg.coalesce.then(|| {
+            let (batch, in_flight) = (cfg.coalesce_max_batch as usize, cfg.coalesce_in_flight as usize);
+            Coalescers {
+                reserves: Coalescer::new("reserve", batch, in_flight),
+                settles: Coalescer::new("settle", batch, in_flight),
+                sweeps: Coalescer::new("expire", batch, 1),
+            }
+        });
+        Self { pool, cfg, counters: Counters::default(), coalesce }
+    }
+
+    /// A claim, release or extend: in a batch of its shop's, or alone.
+    async fn settle(
+        &self,
+        verb: &'static str,
+        shop: &ShopId,
+        id: ReservationId,
+        op: settle::Settle,
+    ) -> Result<Reservation, Error> {
+        let Some(c) = &self.coalesce else {
+            return self.op(verb, true, || self.settle_once(shop, id, op)).await;
+        };
+        let key = (shop.clone(), tag::caller());
+        tag::op(verb, c.settles.submit(key, (id, op), |ops| self.settle_batch(shop, ops))).await
     }
 
     /// Runs `attempt` until it gives an answer, retrying deadlocks, busy
@@ -169,19 +215,23 @@ impl<D: Dialect> Store for SqlStore<D> {
     }
 
     async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
-        self.op("reserve", true, || self.reserve_once(req)).await
+        let Some(c) = &self.coalesce else {
+            return self.op("reserve", true, || self.reserve_once(req)).await;
+        };
+        let key = (req.shop().clone(), tag::caller());
+        tag::op("reserve", c.reserves.submit(key, req.clone(), |reqs| self.reserve_batch(reqs))).await
     }
 
     async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.op("claim", true, || self.settle_once(shop, id, settle::Settle::Claim)).await
+        self.settle("claim", shop, id, settle::Settle::Claim).await
     }
 
     async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.op("release", true, || self.settle_once(shop, id, settle::Settle::Release)).await
+        self.settle("release", shop, id, settle::Settle::Release).await
     }
 
     async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
-        self.op("extend", true, || self.settle_once(shop, id, settle::Settle::Extend(ttl))).await
+        self.settle("extend", shop, id, settle::Settle::Extend(ttl)).await
     }
 
     async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
@@ -189,7 +239,28 @@ impl<D: Dialect> Store for SqlStore<D> {
     }
 
     async fn expire(&self, limit: u32) -> Result<u64, Error> {
-        let n = self.op("expire", true, || self.sweep_once(limit)).await?;
+        let n = match &self.coalesce {
+            None => self.op("expire", true, || self.sweep_once(limit)).await?,
+            // Concurrent sweeps of this process go as one, of their limits
+            // together; each is told its share of what was released.
+            Some(c) => {
+                let sweep = |limits: Vec<u32>| async move {
+                    let total = limits.iter().sum::<u32>().min(10_000);
+                    match self.retrying(true, || self.sweep_once(total)).await {
+                        Ok(mut left) => limits
+                            .iter()
+                            .map(|&l| {
+                                let mine = left.min(l as u64);
+                                left -= mine;
+                                Ok(mine)
+                            })
+                            .collect(),
+                        Err(e) => limits.iter().map(|_| Err(e.clone())).collect(),
+                    }
+                };
+                tag::op("expire", c.sweeps.submit(tag::caller(), limit, sweep)).await?
+            }
+        };
         self.counters.expired.fetch_add(n, Ordering::Relaxed);
         Ok(n)
     }

@@ -50,16 +50,7 @@ impl<D: Dialect> SqlStore<D> {
     /// without waiting for it. Without this rule, short carts holding a few
     /// units each would wait on each other at sell-out and retry forever.
     pub(super) async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
-        let wants: Vec<Want> = req
-            .lines()
-            .iter()
-            .map(|l| Want {
-                item: l.item.clone(),
-                location: l.locations.as_ref().map(|v| v[0].clone()),
-                qty: l.quantity.get(),
-            })
-            .collect();
-        if let Some(done) = self.fast_path(req, &wants).await? {
+        if let Some(done) = self.fast_path(req, &fast_wants(req)).await? {
             return Ok(done);
         }
 
@@ -107,16 +98,7 @@ impl<D: Dialect> SqlStore<D> {
                 D::reserve_fast(&mut c, req, wants).await?
             };
             return match fast {
-                Fast::Held { id, expires_at, taken } => {
-                    let mut lines: Vec<Allocation> = taken
-                        .into_iter()
-                        .map(|t| Allocation { item: t.item, location: t.location, quantity: t.count })
-                        .collect();
-                    lines.sort();
-                    let status = ReservationStatus::Held;
-                    let reservation = Reservation { id, key: req.key().clone(), status, expires_at, lines };
-                    Ok(Some(Reserved { reservation, created: true }))
-                }
+                Fast::Held { id, expires_at, taken } => Ok(Some(new_hold(req, id, expires_at, taken))),
                 Fast::KeyTaken => match self.replay(req).await? {
                     Some(r) => Ok(Some(r)),
                     // The other holder of the key rolled back meanwhile.
@@ -403,6 +385,41 @@ impl<D: Dialect> SqlStore<D> {
         }
         Ok(got)
     }
+}
+
+/// What the fast path wants: every line, whole, from its first candidate
+/// location (`None`: the first location, in id order, that stocks the item).
+pub(super) fn fast_wants(req: &ReserveRequest) -> Vec<Want> {
+    req.lines()
+        .iter()
+        .map(|l| Want {
+            item: l.item.clone(),
+            location: l.locations.as_ref().map(|v| v[0].clone()),
+            qty: l.quantity.get(),
+        })
+        .collect()
+}
+
+/// The answer for a hold just created from the units `taken`.
+pub(super) fn new_hold(
+    req: &ReserveRequest,
+    id: holdfast_core::ReservationId,
+    expires_at: chrono::DateTime<chrono::Utc>,
+    taken: Vec<crate::dialect::Taken>,
+) -> Reserved {
+    let lines = allocations(&taken);
+    let reservation = Reservation { id, key: req.key().clone(), status: ReservationStatus::Held, expires_at, lines };
+    Reserved { reservation, created: true }
+}
+
+/// The units taken, as a hold's lines in (item, location) order.
+pub(super) fn allocations(taken: &[crate::dialect::Taken]) -> Vec<Allocation> {
+    let mut lines: Vec<Allocation> = taken
+        .iter()
+        .map(|t| Allocation { item: t.item.clone(), location: t.location.clone(), quantity: t.count })
+        .collect();
+    lines.sort();
+    lines
 }
 
 /// Every candidate (item, location) of a request; `None` stands for every

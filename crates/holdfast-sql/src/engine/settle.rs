@@ -9,11 +9,11 @@ use holdfast_core::{Error, Reservation, ReservationId, ReservationStatus, ShopId
 
 use super::reserve::reservation;
 use super::{Fail, SqlStore};
-use crate::dialect::{Dialect, LineState, Stmt, TxMode};
+use crate::dialect::{Conn, Dialect, LineState, Stmt, TxMode};
 use crate::run;
 use crate::tag;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Settle {
     Claim,
     Release,
@@ -31,12 +31,29 @@ impl Settle {
 }
 
 impl<D: Dialect> SqlStore<D> {
-    /// Claim, release or extend: lock the reservation row, decide by its
-    /// status, flip the reservation's own rows.
+    /// Claim, release or extend alone, in a transaction of its own.
     pub(super) async fn settle_once(&self, shop: &ShopId, id: ReservationId, op: Settle) -> Result<Reservation, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
-        let Some(mut head) = run::head_of::<D>(&mut tx, shop, id, true).await? else {
+        let answer = self.settle_in(&mut tx, shop, id, op).await;
+        if let Ok(_) | Err(Fail::Domain(_)) = answer {
+            // Also after a refusal: an expired hold was released on the way,
+            // and anything else refused changed nothing.
+            tx.commit().await?;
+        }
+        answer
+    }
+
+    /// Claim, release or extend in `tx`: lock the reservation row, decide by
+    /// its status, flip the reservation's own rows.
+    pub(super) async fn settle_in(
+        &self,
+        tx: &mut Conn<D>,
+        shop: &ShopId,
+        id: ReservationId,
+        op: Settle,
+    ) -> Result<Reservation, Fail> {
+        let Some(mut head) = run::head_of::<D>(tx, shop, id, true).await? else {
             return Err(Fail::Domain(Error::NotFound));
         };
         use ReservationStatus::*;
@@ -44,25 +61,25 @@ impl<D: Dialect> SqlStore<D> {
             (Held, _) if head.expired && !matches!(op, Settle::Release) => {
                 // A hold that has expired is never claimable: release it now
                 // rather than wait for the sweeper.
-                D::transition(&mut tx, shop, id, Expired, LineState::Returned).await?;
+                D::transition(tx, shop, id, Expired, LineState::Returned).await?;
                 self.counters.expired.fetch_add(1, Ordering::Relaxed);
                 head.status = Expired;
                 Err(Error::Expired)
             }
             (Held, Settle::Claim) => {
-                D::transition(&mut tx, shop, id, Claimed, LineState::Committed).await?;
+                D::transition(tx, shop, id, Claimed, LineState::Committed).await?;
                 head.status = Claimed;
                 Ok(())
             }
             (Held, Settle::Release) => {
-                D::transition(&mut tx, shop, id, Released, LineState::Returned).await?;
+                D::transition(tx, shop, id, Released, LineState::Returned).await?;
                 head.status = Released;
                 Ok(())
             }
             (Held, Settle::Extend(ttl)) => {
                 let args = [shop.as_str().into(), id.get().into(), (ttl.as_secs() as i64).into()];
-                run::exec::<D>(&mut tx, Stmt::Extend, &args).await?;
-                head = run::head_of::<D>(&mut tx, shop, id, false).await?.ok_or(Fail::Domain(Error::NotFound))?;
+                run::exec::<D>(tx, Stmt::Extend, &args).await?;
+                head = run::head_of::<D>(tx, shop, id, false).await?.ok_or(Fail::Domain(Error::NotFound))?;
                 Ok(())
             }
             // Idempotent repeats.
@@ -70,14 +87,8 @@ impl<D: Dialect> SqlStore<D> {
             (Expired, _) => Err(Error::Expired),
             (status, op) => Err(Error::WrongStatus(status, op.verb())),
         };
-        if let Err(e) = outcome.as_ref()
-            && head.status != Expired
-        {
-            return Err(Fail::Domain(e.clone()));
-        }
-        let lines = run::lines_of::<D>(&mut tx, shop, id).await?;
-        tx.commit().await?;
         outcome.map_err(Fail::Domain)?;
+        let lines = run::lines_of::<D>(tx, shop, id).await?;
         Ok(reservation(head, lines))
     }
 

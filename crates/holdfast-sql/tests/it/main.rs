@@ -1,5 +1,6 @@
 //! holdfast-sql's integration tests: one binary (one link step), on real
-//! servers — the shared conformance suite against each dialect, the
+//! servers — the shared conformance suite against each dialect, with request
+//! coalescing on and off, the
 //! connection tags as the servers log them, and MySQL/MariaDB's row locks.
 
 mod audit;
@@ -16,4 +17,19 @@ mod mysql {
 
 mod sqlite {
     holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::Sql(holdfast_core::Backend::Sqlite));
+}
+
+/// The same suite with coalescing off: every request alone.
+mod alone {
+    mod postgres {
+        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlAlone(holdfast_core::Backend::Postgres));
+    }
+
+    mod mysql {
+        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlAlone(holdfast_core::Backend::MySql));
+    }
+
+    mod sqlite {
+        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlAlone(holdfast_core::Backend::Sqlite));
+    }
 }
