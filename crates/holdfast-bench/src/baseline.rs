@@ -389,6 +389,10 @@ impl Target for Baseline {
     }
 
     async fn stats(&self) -> TargetStats {
-        TargetStats { retries: self.retries.load(Ordering::Relaxed), deadlocks: self.deadlocks.load(Ordering::Relaxed) }
+        TargetStats {
+            retries: self.retries.load(Ordering::Relaxed),
+            deadlocks: self.deadlocks.load(Ordering::Relaxed),
+            ..TargetStats::default()
+        }
     }
 }

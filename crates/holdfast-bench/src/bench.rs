@@ -60,7 +60,8 @@ pub struct BenchOptions {
     pub sale: FlashSale,
     /// Added to every read in each direction between client and database.
     pub db_latency_ms: f64,
-    pub pool_cap: u32,
+    /// holdfast's store: pool cap, request coalescing.
+    pub store: StoreConfig,
     pub max_connections: u32,
     /// Redis of the `redis` backend (its keys get a prefix of the run's own).
     pub redis_url: String,
@@ -80,6 +81,10 @@ pub struct BenchReport {
     /// The legacy store's SQL ledger (a URL scheme); `null` for the others.
     pub ledger: Option<String>,
     pub db_latency_ms: f64,
+    /// holdfast coalesced concurrent requests (`--no-coalesce` turns it off;
+    /// the baselines and the legacy store never do; over HTTP, when the
+    /// server's batches held more than one reserve).
+    pub coalesce: bool,
     /// The run's id: its shop (library targets), idempotency-key and Redis
     /// key prefix, and the baselines' rows.
     pub run: String,
@@ -305,7 +310,7 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
             let mut c = ConnectOptions::new(&url);
             c.max_connections = opts.max_connections;
             c.acquire_timeout = Duration::from_secs(60);
-            c.store = StoreConfig { pool_cap: opts.pool_cap, ..StoreConfig::default() };
+            c.store = opts.store.clone();
             let store = holdfast_sql::connect(&c).await?;
             store.migrate().await?;
             let mut t = StoreTarget::new(store, ShopId::new(run_id)?);
@@ -322,11 +327,13 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
     }
     let report = flash_sale::run(target, &sale).await?;
     drop(proxies);
+    let holdfast = matches!(opts.backend, BenchBackend::Sqlite | BenchBackend::Postgres | BenchBackend::Mysql);
     Ok(BenchReport {
         backend: opts.backend.name().into(),
         database,
         ledger,
         db_latency_ms: opts.db_latency_ms,
+        coalesce: holdfast && opts.store.coalesce,
         run: run_id.to_string(),
         notes,
         sale: report,
@@ -357,6 +364,7 @@ async fn run_http(opts: &BenchOptions, h: &HttpOptions, run_id: &str) -> Result<
         database,
         ledger: None,
         db_latency_ms: 0.0,
+        coalesce: report.mean_batch.is_some_and(|m| m > 1.0),
         run: run_id.to_string(),
         notes,
         sale: report,

@@ -81,6 +81,9 @@ pub struct FlashSaleReport {
     pub max_ms: f64,
     pub retries: u64,
     pub deadlocks: u64,
+    /// Reserves per coalesced batch over the sale; `null` when no reserve
+    /// went in a batch (coalescing off, or a target without it).
+    pub mean_batch: Option<f64>,
     /// The target's own invariant check; `null` when the target could not
     /// run it (an HTTP target without an admin token). Oversold and
     /// undersold do not depend on it.
@@ -273,6 +276,11 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
         max_ms: ms(hist.max()),
         retries: stats.retries.saturating_sub(stats_before.retries),
         deadlocks: stats.deadlocks.saturating_sub(stats_before.deadlocks),
+        mean_batch: {
+            let batches = stats.reserve_batches.saturating_sub(stats_before.reserve_batches);
+            let batched = stats.reserves_batched.saturating_sub(stats_before.reserves_batched);
+            (batches > 0).then(|| batched as f64 / batches as f64)
+        },
         audit_ok: books.audit_ok,
         latency_percentiles: PERCENTILES
             .iter()

@@ -324,6 +324,8 @@ impl Target for HttpTarget {
         TargetStats {
             retries: self.metric("holdfast_store_retries_total").await + mine,
             deadlocks: self.metric("holdfast_store_deadlocks_total").await,
+            reserves_batched: self.metric("holdfast_store_reserves_batched_total").await,
+            reserve_batches: self.metric("holdfast_store_reserve_batches_total").await,
         }
     }
 

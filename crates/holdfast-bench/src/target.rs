@@ -33,6 +33,9 @@ pub struct Books {
 pub struct TargetStats {
     pub retries: u64,
     pub deadlocks: u64,
+    /// Reserves sent in coalesced batches, and the batches.
+    pub reserves_batched: u64,
+    pub reserve_batches: u64,
 }
 
 #[async_trait]
@@ -129,7 +132,12 @@ impl Target for StoreTarget {
 
     async fn stats(&self) -> TargetStats {
         let s = self.store.stats();
-        TargetStats { retries: s.retries, deadlocks: s.deadlocks }
+        TargetStats {
+            retries: s.retries,
+            deadlocks: s.deadlocks,
+            reserves_batched: s.reserves_batched,
+            reserve_batches: s.reserve_batches,
+        }
     }
 
     async fn connections(&self) -> Result<Option<Vec<ConnHold>>, Error> {

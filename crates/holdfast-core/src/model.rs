@@ -288,6 +288,10 @@ pub struct StoreStats {
     pub replenishments: u64,
     /// Holds released because they expired (sweeper and inline).
     pub expired: u64,
+    /// Reserves that went to the database in a coalesced batch, and the
+    /// batches they went in: their ratio is the mean batch size.
+    pub reserves_batched: u64,
+    pub reserve_batches: u64,
 }
 
 /// A validated stock change of one (item, location) of a shop: built only

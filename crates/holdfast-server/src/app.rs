@@ -176,7 +176,12 @@ impl Application {
         let mut opts = ConnectOptions::new(&url);
         opts.max_connections = settings.max_connections;
         opts.acquire_timeout = Duration::from_millis(settings.acquire_timeout_ms);
-        opts.store = StoreConfig { pool_cap: settings.pool_cap, ..StoreConfig::default() };
+        opts.store = StoreConfig {
+            pool_cap: settings.pool_cap,
+            coalesce: settings.coalesce,
+            coalesce_max_batch: settings.coalesce_max_batch,
+            ..StoreConfig::default()
+        };
         let db = holdfast_sql::open(&opts).await.with_context(|| format!("connecting to {}", redact(&url)))?;
         if settings.migrate {
             db.store.migrate().await.context("migrating the database")?;

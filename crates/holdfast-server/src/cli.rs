@@ -66,6 +66,9 @@ pub struct DbFlags {
     pub database_url: Option<String>,
     pub max_connections: u32,
     pub pool_cap: u32,
+    /// `None`: as the configuration file says (default on).
+    pub coalesce: Option<bool>,
+    pub coalesce_max_batch: Option<u32>,
 }
 
 impl ServeArgs {
@@ -80,6 +83,12 @@ impl ServeArgs {
         }
         s.max_connections = db.max_connections;
         s.pool_cap = db.pool_cap;
+        if let Some(on) = db.coalesce {
+            s.coalesce = on;
+        }
+        if let Some(n) = db.coalesce_max_batch {
+            s.coalesce_max_batch = n;
+        }
         macro_rules! overlay {
             ($($field:ident),*) => { $(if let Some(v) = self.$field { s.$field = v; })* };
         }

@@ -10,6 +10,11 @@
 //! - `holdfast_sweeper_released_total`, `holdfast_sweeper_errors_total`
 //! - `holdfast_store_retries_total`, `holdfast_store_deadlocks_total`,
 //!   `holdfast_store_replenishments_total`, `holdfast_store_expired_total`
+//! - `holdfast_store_reserve_batches_total`, `holdfast_store_reserves_batched_total`:
+//!   coalesced reserve batches, and the reserves in them (their ratio is the
+//!   mean batch size)
+//! - `holdfast_coalesce_batch_size{op}` (histogram), `holdfast_coalesce_batches_total{op}`:
+//!   batches of `reserve`, `settle` (claims, releases, extends) and `expire
 //! - `holdfast_db_pool_connections{state="idle"|"in_use"}`, `holdfast_db_pool_max`
 //! - `holdfast_db_unavailable_total`: requests answered 503 because no
 //!   connection came within the acquire timeout (the pool's waits that failed)
@@ -70,6 +75,8 @@ pub async fn render(State(state): State<AppState>) -> ([(axum::http::HeaderName,
     counter!("holdfast_store_deadlocks_total").absolute(stats.deadlocks);
     counter!("holdfast_store_replenishments_total").absolute(stats.replenishments);
     counter!("holdfast_store_expired_total").absolute(stats.expired);
+    counter!("holdfast_store_reserves_batched_total").absolute(stats.reserves_batched);
+    counter!("holdfast_store_reserve_batches_total").absolute(stats.reserve_batches);
     let pool = state.db.pool_status();
     gauge!("holdfast_db_pool_connections", "state" => "idle").set(pool.idle as f64);
     gauge!("holdfast_db_pool_connections", "state" => "in_use").set(pool.size.saturating_sub(pool.idle) as f64);

@@ -58,6 +58,11 @@ pub struct Settings {
     /// Prepended to every Redis key, so several deployments (or tests) can
     /// share one Redis.
     pub redis_prefix: String,
+    /// Request coalescing: concurrent reserves, claims and releases of one
+    /// shop go to the database in batches (`--no-coalesce` turns it off).
+    pub coalesce: bool,
+    /// Most requests in one coalesced batch.
+    pub coalesce_max_batch: u32,
 }
 
 impl Default for Settings {
@@ -79,6 +84,8 @@ impl Default for Settings {
             log_format: LogFormat::Text,
             redis_url: None,
             redis_prefix: "hf:".into(),
+            coalesce: true,
+            coalesce_max_batch: 64,
         }
     }
 }
@@ -109,6 +116,7 @@ impl Settings {
         anyhow::ensure!(self.acquire_timeout_ms > 0, "acquire_timeout_ms must be positive");
         anyhow::ensure!(self.body_limit_bytes >= 1024, "body_limit_bytes must be at least 1024");
         anyhow::ensure!((1..=100_000).contains(&self.sweep_batch), "sweep_batch must be 1…100000");
+        anyhow::ensure!((1..=1_000).contains(&self.coalesce_max_batch), "coalesce_max_batch must be 1…1000");
         Ok(())
     }
 }

@@ -237,6 +237,12 @@ pub(crate) enum Fast {
     KeyTaken,
 }
 
+/// What a batch's fast path did: each request's outcome, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Batch {
+    pub outcomes: Vec<Fast>,
+}
+
 /// A ledger row (`inventory_levels`), as read under its row lock.
 #[derive(Debug, Clone)]
 pub(crate) struct Ledger {
@@ -349,7 +355,7 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     fn reserve_batch(
         _c: &mut Conn<Self>,
         _reqs: &[&ReserveRequest],
-    ) -> impl Future<Output = sqlx::Result<Vec<Fast>>> + Send {
+    ) -> impl Future<Output = sqlx::Result<Batch>> + Send {
         async { Err(sqlx::Error::Protocol("this dialect has no one-statement batch".into())) }
     }
 

@@ -29,6 +29,44 @@ pub struct DbArgs {
     /// Most database connections.
     #[arg(long, global = true, env = "HOLDFAST_MAX_CONNECTIONS", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub max_connections: u32,
+    /// Turn request coalescing off: every reserve, claim and release goes to
+    /// the database alone (env HOLDFAST_COALESCE=off).
+    #[arg(long, global = true)]
+    pub no_coalesce: bool,
+    /// Request coalescing, on or off (the environment's way to say
+    /// --no-coalesce).
+    #[arg(long, global = true, env = "HOLDFAST_COALESCE", value_name = "on|off", hide = true, value_parser = on_off)]
+    pub coalesce: Option<bool>,
+    /// Most requests in one coalesced batch [default: 64].
+    #[arg(long, global = true, env = "HOLDFAST_COALESCE_MAX_BATCH", value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub coalesce_max_batch: Option<u32>,
+}
+
+impl DbArgs {
+    /// Whether coalescing was set on the command line or in the
+    /// environment (`None`: the default, or `serve`'s configuration file).
+    pub fn coalescing(&self) -> Option<bool> {
+        if self.no_coalesce { Some(false) } else { self.coalesce }
+    }
+
+    /// The store's settings these flags give.
+    pub fn store_config(&self) -> holdfast_sql::StoreConfig {
+        let d = holdfast_sql::StoreConfig::default();
+        holdfast_sql::StoreConfig {
+            pool_cap: self.pool_cap,
+            coalesce: self.coalescing().unwrap_or(d.coalesce),
+            coalesce_max_batch: self.coalesce_max_batch.unwrap_or(d.coalesce_max_batch),
+            ..d
+        }
+    }
+}
+
+fn on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(format!("{s:?}: say on or off")),
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,7 +13,7 @@ use clap::Parser;
 use holdfast_bench::flash_sale::{self, FlashSale};
 use holdfast_bench::target::StoreTarget;
 use holdfast_core::{Error, IdempotencyKey, ReserveRequest, ShopId, StockChange, StockRequest, Store, Ttl};
-use holdfast_sql::{ConnectOptions, StoreConfig};
+use holdfast_sql::ConnectOptions;
 
 use crate::cli::{Cli, Command, DbArgs, StockCommand};
 use crate::output::Printer;
@@ -63,7 +63,7 @@ async fn open_database(db: &DbArgs, url: Option<String>) -> Result<holdfast_sql:
     let url = url.or_else(|| db.database_url.clone()).unwrap_or_else(holdfast_sql::default_database_url);
     let mut opts = ConnectOptions::new(&url);
     opts.max_connections = db.max_connections;
-    opts.store = StoreConfig { pool_cap: db.pool_cap, ..StoreConfig::default() };
+    opts.store = db.store_config();
     let database = holdfast_sql::open(&opts).await?;
     if url.starts_with("sqlite:") {
         database.store.migrate().await?;
@@ -76,6 +76,8 @@ fn db_flags(db: &DbArgs) -> holdfast_server::cli::DbFlags {
         database_url: db.database_url.clone(),
         max_connections: db.max_connections,
         pool_cap: db.pool_cap,
+        coalesce: db.coalescing(),
+        coalesce_max_batch: db.coalesce_max_batch,
     }
 }
 

@@ -141,7 +141,12 @@ impl Printer {
             "{:.0} reserves/s, {:.0} holds/s in {:.2} s; reserve latency p50 {:.1} ms  p95 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
             r.throughput, r.holds_per_second, r.seconds, r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms
         );
-        println!("{} retries, {} deadlocks", r.retries, r.deadlocks);
+        match r.mean_batch {
+            Some(m) => {
+                println!("{} retries, {} deadlocks; {m:.1} reserves per coalesced batch", r.retries, r.deadlocks)
+            }
+            None => println!("{} retries, {} deadlocks", r.retries, r.deadlocks),
+        }
         println!(
             "audit {}",
             match r.audit_ok {

@@ -30,7 +30,7 @@ pub fn options(backend: BenchBackend, sale: FlashSale) -> BenchOptions {
         database_url: None,
         sale,
         db_latency_ms: 0.0,
-        pool_cap: 1000,
+        store: holdfast_sql::StoreConfig::default(),
         max_connections: 16,
         redis_url: redis_url(),
         http: None,

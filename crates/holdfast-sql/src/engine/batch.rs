@@ -12,13 +12,14 @@
 //! and within a batch no request takes a unit an earlier one could have had.
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 
-use holdfast_core::{Error, Reservation, ReservationId, ReserveRequest, Reserved, ShopId};
+use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReserveRequest, Reserved, ShopId};
 
-use super::reserve::{allocations, fast_wants, new_hold};
+use super::reserve::{Verdict, allocations, candidate_spec as candidates, fast_wants, new_hold, verdict};
 use super::settle::Settle;
 use super::{Fail, SqlStore};
-use crate::dialect::{Dialect, Fast, ReserveBatch, TxMode};
+use crate::dialect::{Batch, Dialect, Fast, ReserveBatch, TxMode};
 use crate::driver::Driver;
 use crate::tag;
 
@@ -29,36 +30,95 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// A batch of reserves of one shop, in arrival order.
+    ///
+    /// 1. The batch's fast path (one statement, or one transaction).
+    /// 2. If some came up short: one transaction refills the pools they
+    ///    drew on from the ledger (the slow path's refill, once for all of
+    ///    them), and the fast path runs again for them.
+    /// 3. What is still short is checked against one lock-free read of the
+    ///    units no live hold has: a request that cannot be met even if all
+    ///    of them were free is turned away here (or answered as a replay).
+    /// 4. Everything else goes on alone, in arrival order.
     pub(super) async fn reserve_batch(&self, reqs: Vec<ReserveRequest>) -> Vec<Result<Reserved, Error>> {
+        self.counters.reserve_batches.fetch_add(1, Ordering::Relaxed);
+        self.counters.reserves_batched.fetch_add(reqs.len() as u64, Ordering::Relaxed);
         if reqs.len() == 1 {
             return vec![self.reserve_alone(&reqs[0]).await];
         }
+        let shop = reqs[0].shop().clone();
+        let mut answers: Vec<Option<Result<Reserved, Error>>> = (0..reqs.len()).map(|_| None).collect();
         // The first request of each key goes in the batch; a repeat goes on
         // alone after it, and replays what it made.
         let mut keys = HashSet::new();
-        let first: Vec<usize> = (0..reqs.len()).filter(|&i| keys.insert(reqs[i].key().clone())).collect();
-        let batch: Vec<&ReserveRequest> = first.iter().map(|&i| &reqs[i]).collect();
-        // A batch the database keeps refusing sends every request on alone.
-        let fast = self.retrying(true, || self.fast_batch(&batch)).await.unwrap_or_default();
-        let mut held: Vec<Option<Reserved>> = vec![None; reqs.len()];
-        for (&i, f) in first.iter().zip(fast) {
-            if let Fast::Held { id, expires_at, taken } = f {
-                held[i] = Some(new_hold(&reqs[i], id, expires_at, taken));
+        let mut todo: Vec<usize> = (0..reqs.len()).filter(|&i| keys.insert(reqs[i].key().clone())).collect();
+        for round in 0..2 {
+            let batch: Vec<&ReserveRequest> = todo.iter().map(|&i| &reqs[i]).collect();
+            // A batch the database keeps refusing sends every request on alone.
+            let fast = match self.retrying(true, || self.fast_batch(&batch)).await {
+                Ok(fast) => fast,
+                Err(e) => {
+                    metrics::counter!("holdfast_coalesce_batch_failures_total", "op" => "reserve").increment(1);
+                    tracing::warn!(error = %e, requests = batch.len(), "a reserve batch failed; its requests go on alone");
+                    if dbg {
+                        eprintln!("batch failed: {e}");
+                    }
+                    Batch::default()
+                }
+            };
+            let mut short = Vec::new();
+            for (&i, f) in todo.iter().zip(fast.outcomes) {
+                match f {
+                    Fast::Held { id, expires_at, taken } => {
+                        answers[i] = Some(Ok(new_hold(&reqs[i], id, expires_at, taken)))
+                    }
+                    Fast::Short if round == 0 => short.push(i),
+                    Fast::Short | Fast::KeyTaken => {}
+                }
             }
+            if short.is_empty() || round == 1 {
+                break;
+            }
+            let spec: Vec<(ItemId, Option<LocationId>)> = short.iter().flat_map(|&i| candidates(&reqs[i])).collect();
+            if self.retrying(true, || self.refill(&shop, &spec)).await.is_err() {
+                break;
+            }
+            todo = short;
         }
-        let mut answers = Vec::with_capacity(reqs.len());
-        for (req, held) in reqs.iter().zip(held) {
-            answers.push(match held {
-                Some(r) => Ok(r),
+        self.turn_away_sold_out(&reqs, &mut answers).await;
+        let mut out = Vec::with_capacity(reqs.len());
+        for (req, answer) in reqs.iter().zip(answers) {
+            out.push(match answer {
+                Some(a) => a,
                 None => self.reserve_alone(req).await,
             });
         }
-        answers
+        out
+    }
+
+    /// Answers the unanswered requests that cannot be met even if every unit
+    /// no live hold has were free (one lock-free read for all of them), as a
+    /// reserve alone would: `insufficient_stock`, or the replay of its key.
+    async fn turn_away_sold_out(&self, reqs: &[ReserveRequest], answers: &mut [Option<Result<Reserved, Error>>]) {
+        let open: Vec<usize> = (0..reqs.len()).filter(|&i| answers[i].is_none()).collect();
+        if open.is_empty() {
+            return;
+        }
+        let spec: Vec<(ItemId, Option<LocationId>)> = open.iter().flat_map(|&i| candidates(&reqs[i])).collect();
+        let Ok(Some(rows)) = self.available(reqs[0].shop(), &spec).await else { return };
+        for i in open {
+            if let Verdict::SoldOut(shortfalls) = verdict(&reqs[i], &rows) {
+                answers[i] = match self.retrying(true, || self.replay(&reqs[i])).await {
+                    Ok(Some(r)) => Some(Ok(r)),
+                    Ok(None) => Some(Err(Error::InsufficientStock(shortfalls))),
+                    Err(_) => None,
+                };
+            }
+        }
     }
 
     /// One attempt of a batch's fast path: for each request, its hold, or
     /// why it has none (nothing changed for it).
-    async fn fast_batch(&self, reqs: &[&ReserveRequest]) -> Result<Vec<Fast>, Fail> {
+    async fn fast_batch(&self, reqs: &[&ReserveRequest]) -> Result<Batch, Fail> {
         if D::RESERVE_BATCH == ReserveBatch::Statement {
             let mut c = self.pool.acquire().await?;
             let _lease = tag::Lease::transaction();
@@ -94,7 +154,7 @@ impl<D: Dialect> SqlStore<D> {
             out.push(outcome);
         }
         tx.commit().await?;
-        Ok(out)
+        Ok(Batch { outcomes: out })
     }
 
     /// A batch of claims, releases and extends of one shop, in arrival

@@ -13,9 +13,12 @@ use crate::dialect::{Conn, Dialect, Fast, Head, Ledger, LedgerLock, Spec, Stmt, 
 use crate::run;
 use crate::tag;
 
+/// Units of an (item, location) that no live hold has.
+pub(super) type Unheld = (ItemId, LocationId, i64);
+
 /// What the lock-free look at a short reserve found.
 #[derive(Debug)]
-enum Verdict {
+pub(super) enum Verdict {
     /// Not enough units even if every unit no live hold has were free.
     SoldOut(Vec<Shortfall>),
     /// Perhaps enough; the ledger rows that exist, where the dialect can tell.
@@ -132,38 +135,18 @@ impl<D: Dialect> SqlStore<D> {
     /// live hold has were free; otherwise the ledger rows that exist (`None`
     /// when the dialect cannot tell), and the slow path must find out.
     async fn sold_out(&self, req: &ReserveRequest, spec: &Spec) -> Result<Verdict, Fail> {
+        Ok(match self.available(req.shop(), spec).await? {
+            Some(rows) => verdict(req, &rows),
+            None => Verdict::Maybe(None),
+        })
+    }
+
+    /// Units of each matching (item, location) that no live hold has, from
+    /// one lock-free snapshot (`None`: the dialect cannot tell cheaply).
+    pub(super) async fn available(&self, shop: &ShopId, spec: &Spec) -> Result<Option<Vec<Unheld>>, Fail> {
         let mut c = self.pool.acquire().await?;
         let _lease = tag::Lease::start();
-        let Some(rows) = D::available(&mut c, req.shop(), spec).await? else {
-            return Ok(Verdict::Maybe(None));
-        };
-        let mut shortfalls = Vec::new();
-        let mut any_short = false;
-        let mut any_units = false;
-        for line in req.lines() {
-            let at = |loc: &LocationId| {
-                rows.iter().find(|(i, l, _)| i == &line.item && l == loc).map(|r| r.2.max(0)).unwrap_or(0)
-            };
-            let per_location: Vec<i64> = match &line.locations {
-                Some(locs) => locs.iter().map(at).collect(),
-                None => rows.iter().filter(|(i, _, _)| i == &line.item).map(|r| r.2.max(0)).collect(),
-            };
-            let best =
-                if req.allow_split() { per_location.iter().sum() } else { per_location.into_iter().max().unwrap_or(0) };
-            let qty = line.quantity.get();
-            any_short |= best < qty as i64;
-            any_units |= best > 0;
-            shortfalls.push(Shortfall {
-                item: line.item.clone(),
-                requested: qty,
-                available: best.min(qty as i64) as u32,
-            });
-        }
-        let hopeless = if req.allow_partial() { !any_units } else { any_short };
-        Ok(match hopeless {
-            true => Verdict::SoldOut(shortfalls),
-            false => Verdict::Maybe(Some(rows.into_iter().map(|(i, l, _)| (i, l)).collect())),
-        })
+        Ok(D::available(&mut c, shop, spec).await?)
     }
 
     /// Lock order step 4: inserts the hold for the units taken, and commits.
@@ -218,7 +201,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// The existing reservation of `req.key()`, if any: returned when the lines
     /// match, `IdempotencyConflict` when they do not.
-    async fn replay(&self, req: &ReserveRequest) -> Result<Option<Reserved>, Fail> {
+    pub(super) async fn replay(&self, req: &ReserveRequest) -> Result<Option<Reserved>, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
         let _lease = tag::Lease::transaction();
         let Some(head) = run::all::<D, _>(
@@ -389,7 +372,7 @@ impl<D: Dialect> SqlStore<D> {
 
 /// What the fast path wants: every line, whole, from its first candidate
 /// location (`None`: the first location, in id order, that stocks the item).
-pub(super) fn fast_wants(req: &ReserveRequest) -> Vec<Want> {
+pub(crate) fn fast_wants(req: &ReserveRequest) -> Vec<Want> {
     req.lines()
         .iter()
         .map(|l| Want {
@@ -424,7 +407,7 @@ pub(super) fn allocations(taken: &[crate::dialect::Taken]) -> Vec<Allocation> {
 
 /// Every candidate (item, location) of a request; `None` stands for every
 /// location of the item.
-fn candidate_spec(req: &ReserveRequest) -> Vec<(ItemId, Option<LocationId>)> {
+pub(super) fn candidate_spec(req: &ReserveRequest) -> Vec<(ItemId, Option<LocationId>)> {
     req.lines()
         .iter()
         .flat_map(|line| match &line.locations {
@@ -448,4 +431,33 @@ fn shortfalls(req: &ReserveRequest, held: &[BTreeMap<LocationId, u32>]) -> Vec<S
 
 pub(super) fn reservation(head: Head, lines: Vec<Allocation>) -> Reservation {
     Reservation { id: head.id, key: head.key, status: head.status, expires_at: head.expires_at, lines }
+}
+
+/// The verdict on `req` from the units no live hold has (`rows`): sold out,
+/// with what each line could have had, when it cannot be met even if every
+/// one of them were free.
+pub(super) fn verdict(req: &ReserveRequest, rows: &[Unheld]) -> Verdict {
+    let mut shortfalls = Vec::new();
+    let mut any_short = false;
+    let mut any_units = false;
+    for line in req.lines() {
+        let at = |loc: &LocationId| {
+            rows.iter().find(|(i, l, _)| i == &line.item && l == loc).map(|r| r.2.max(0)).unwrap_or(0)
+        };
+        let per_location: Vec<i64> = match &line.locations {
+            Some(locs) => locs.iter().map(at).collect(),
+            None => rows.iter().filter(|(i, _, _)| i == &line.item).map(|r| r.2.max(0)).collect(),
+        };
+        let best =
+            if req.allow_split() { per_location.iter().sum() } else { per_location.into_iter().max().unwrap_or(0) };
+        let qty = line.quantity.get();
+        any_short |= best < qty as i64;
+        any_units |= best > 0;
+        shortfalls.push(Shortfall { item: line.item.clone(), requested: qty, available: best.min(qty as i64) as u32 });
+    }
+    let hopeless = if req.allow_partial() { !any_units } else { any_short };
+    match hopeless {
+        true => Verdict::SoldOut(shortfalls),
+        false => Verdict::Maybe(Some(rows.iter().map(|(i, l, _)| (i.clone(), l.clone())).collect())),
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange, StockRequest};
 
 use super::{Fail, SqlStore};
-use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Stmt, TxMode, Want};
+use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Spec, Stmt, TxMode, Want};
 use crate::run;
 use crate::tag;
 
@@ -96,6 +96,22 @@ impl<D: Dialect> SqlStore<D> {
                 .ok_or_else(|| Fail::Domain(Error::Internal("ledger row vanished".into())))?;
         tx.commit().await?;
         Ok(level)
+    }
+
+    /// Refills the pools of `spec` from their ledger rows, in a transaction
+    /// of its own (the slow path's refill, for a batch's short requests).
+    /// Rows another transaction holds are skipped: whoever holds one is
+    /// refilling it already.
+    pub(super) async fn refill(&self, shop: &ShopId, spec: &Spec) -> Result<(), Fail> {
+        let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
+        let mut rows = D::lock_ledgers(&mut tx, shop, spec, LedgerLock::Skip).await?;
+        for row in &mut rows {
+            self.prepare(&mut tx, shop, row).await?;
+        }
+        self.write_back(&mut tx, shop, rows.into_iter()).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Under the ledger lock: releases the expired holds of this (item,

@@ -26,9 +26,11 @@ use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlRow};
 use sqlx::{MySql, Row};
 
 use crate::dialect::{
-    Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Want,
+    Batch, Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, ReserveBatch, Spec, Stmt,
+    Taken, Want,
 };
 use crate::driver::{Arg, Driver};
+use crate::engine::fast_wants;
 use crate::migrate::{Migration, migrations};
 use crate::run;
 use crate::tag;
@@ -134,6 +136,44 @@ async fn take(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want], waiting: b
         .collect()
 }
 
+/// A cart's wants as the stored procedures read them.
+fn wants_json(wants: &[Want]) -> serde_json::Value {
+    wants
+        .iter()
+        .map(|w| json!({"item": w.item.as_str(), "location": w.location.as_ref().map(|l| l.as_str()), "qty": w.qty}))
+        .collect()
+}
+
+/// One request's outcome as holdfast_reserve_batch writes it.
+fn outcome(v: &serde_json::Value) -> sqlx::Result<Fast> {
+    let bad = |what: &str| sqlx::Error::Protocol(format!("holdfast_reserve_batch: bad {what}"));
+    Ok(match v["s"].as_str() {
+        Some("short") => Fast::Short,
+        Some("key") => Fast::KeyTaken,
+        Some("held") => {
+            let exp = v["exp"].as_str().ok_or_else(|| bad("expiry"))?;
+            let exp = chrono::NaiveDateTime::parse_from_str(exp, "%Y-%m-%d %H:%M:%S%.f").map_err(|_| bad("expiry"))?;
+            let taken = v["taken"]
+                .as_array()
+                .ok_or_else(|| bad("taken"))?
+                .iter()
+                .map(|t| {
+                    let name = |f: &str| t[f].as_str().ok_or_else(|| bad(f));
+                    let invalid = |e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e));
+                    Ok(Taken {
+                        item: name("item")?.parse().map_err(invalid)?,
+                        location: name("location")?.parse().map_err(invalid)?,
+                        count: t["n"].as_u64().ok_or_else(|| bad("n"))? as u32,
+                    })
+                })
+                .collect::<sqlx::Result<Vec<_>>>()?;
+            let id = v["id"].as_i64().ok_or_else(|| bad("id"))?;
+            Fast::Held { id: run::reservation_id(id)?, expires_at: exp.and_utc(), taken }
+        }
+        _ => return Err(bad("outcome")),
+    })
+}
+
 /// Expires the holds a locking read returned as (shop_id, id) rows.
 async fn expire_rows(c: &mut MySqlConnection, rows: &[MySqlRow]) -> sqlx::Result<u64> {
     if rows.is_empty() {
@@ -153,7 +193,7 @@ impl Dialect for My {
     const BACKEND: Backend = Backend::MySql;
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const MIGRATIONS: &'static [Migration] =
-        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast");
+        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast", 5 "0005_reserve_batch");
     /// DDL commits implicitly; the migrations are written to run again.
     const BEGIN_MIGRATION: &'static str = "BEGIN";
     /// READ COMMITTED for this transaction only (see the module doc for
@@ -208,18 +248,13 @@ impl Dialect for My {
     /// says why, and what both servers do with it).
     async fn reserve_fast(c: &mut MySqlConnection, req: &ReserveRequest, wants: &[Want]) -> sqlx::Result<Fast> {
         let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
-        let lines: Vec<_> = wants
-            .iter()
-            .map(
-                |w| json!({"item": w.item.as_str(), "location": w.location.as_ref().map(|l| l.as_str()), "qty": w.qty}),
-            )
-            .collect();
+        let lines = wants_json(wants);
         let rows = sqlx::query(&tag::sql(raw!("reserve_fast")))
             .bind(shop.as_str())
             .bind(key.as_str())
             .bind(&fingerprint)
             .bind(ttl.as_secs() as i64)
-            .bind(serde_json::Value::Array(lines).to_string())
+            .bind(lines.to_string())
             .fetch_all(c)
             .await?;
         let row = rows.first().ok_or_else(|| sqlx::Error::Protocol("holdfast_reserve_fast answered no row".into()))?;
@@ -249,6 +284,41 @@ impl Dialect for My {
             })
             .collect::<sqlx::Result<Vec<_>>>()?;
         Ok(Fast::Held { id: run::reservation_id(row.try_get(2)?)?, expires_at: row.try_get(3)?, taken })
+    }
+
+    const RESERVE_BATCH: ReserveBatch = ReserveBatch::Statement;
+
+    /// One CALL of the stored procedure of migration 0005.
+    async fn reserve_batch(c: &mut Conn<Self>, reqs: &[&ReserveRequest]) -> sqlx::Result<Batch> {
+        let Some(first) = reqs.first() else { return Ok(Batch::default()) };
+        let batch: Vec<_> = reqs
+            .iter()
+            .map(|r| {
+                json!({
+                    "key": r.key().as_str(),
+                    "fp": r.fingerprint(),
+                    "ttl": r.ttl().as_secs(),
+                    "wants": wants_json(&fast_wants(r)),
+                })
+            })
+            .collect();
+        let batch = serde_json::Value::Array(batch).to_string();
+        let rows =
+            MySql::fetch(c, &tag::sql(raw!("reserve_batch")), &[Arg::Text(first.shop().as_str()), Arg::Text(&batch)])
+                .await?;
+        let row = rows.first().ok_or_else(|| sqlx::Error::Protocol("holdfast_reserve_batch answered no row".into()))?;
+        // By position, as for every CALL (reserve_fast says why).
+        let text = match row.try_get::<String, _>(0) {
+            Ok(s) => s,
+            Err(_) => String::from_utf8(row.try_get::<Vec<u8>, _>(0)?).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+        };
+        let outcomes: Vec<serde_json::Value> =
+            serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+        if outcomes.len() != reqs.len() {
+            return Err(sqlx::Error::Protocol("holdfast_reserve_batch answered another number of requests".into()));
+        }
+        let outcomes = outcomes.iter().map(outcome).collect::<sqlx::Result<Vec<_>>>()?;
+        Ok(Batch { outcomes })
     }
 
     async fn take_units(

@@ -11,7 +11,9 @@ use holdfast_core::{
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row};
 
-use crate::dialect::{Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Want};
+use crate::dialect::{
+    Batch, Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, ReserveBatch, Spec, Taken, Want,
+};
 use crate::migrate::{Migration, migrations};
 use crate::run;
 use crate::tag;
@@ -135,6 +137,55 @@ impl Dialect for Pg {
         };
         let taken = rows.iter().map(run::taken::<Self>).collect::<sqlx::Result<Vec<_>>>()?;
         Ok(Fast::Held { id: run::reservation_id(id)?, expires_at: first.try_get("expires_at")?, taken })
+    }
+
+    const RESERVE_BATCH: ReserveBatch = ReserveBatch::Statement;
+
+    async fn reserve_batch(c: &mut Conn<Self>, reqs: &[&ReserveRequest]) -> sqlx::Result<Batch> {
+        let Some(first) = reqs.first() else { return Ok(Batch::default()) };
+        let (mut req_of, mut items, mut locs, mut qtys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (n, req) in reqs.iter().enumerate() {
+            for line in req.lines() {
+                req_of.push(n as i32 + 1);
+                items.push(text(&line.item));
+                locs.push(line.locations.as_ref().map(|v| text(&v[0])));
+                qtys.push(line.quantity.get() as i32);
+            }
+        }
+        let keys: Vec<String> = reqs.iter().map(|r| text(r.key())).collect();
+        let fingerprints: Vec<String> = reqs.iter().map(|r| r.fingerprint()).collect();
+        let ttls: Vec<i64> = reqs.iter().map(|r| r.ttl().as_secs() as i64).collect();
+        let rows = sqlx::query(&tag::sql(raw!("reserve_batch")))
+            .bind(first.shop().as_str())
+            .bind(req_of)
+            .bind(items)
+            .bind(locs)
+            .bind(qtys)
+            .bind(keys)
+            .bind(fingerprints)
+            .bind(ttls)
+            .fetch_all(c)
+            .await?;
+        let mut out: Vec<Fast> = (0..reqs.len()).map(|_| Fast::Short).collect();
+        for r in &rows {
+            let n = <Postgres as crate::driver::Driver>::int(r, "req")? as usize - 1;
+            let slot =
+                out.get_mut(n).ok_or_else(|| sqlx::Error::Protocol("reserve_batch: request out of range".into()))?;
+            match (r.try_get::<bool, _>("fits")?, r.try_get::<Option<i64>, _>("id")?) {
+                (false, _) => {}
+                (true, None) => *slot = Fast::KeyTaken,
+                (true, Some(id)) => {
+                    if !matches!(slot, Fast::Held { .. }) {
+                        let expires_at = r.try_get("expires_at")?;
+                        *slot = Fast::Held { id: run::reservation_id(id)?, expires_at, taken: Vec::new() };
+                    }
+                    if let Fast::Held { taken, .. } = slot {
+                        taken.push(run::taken::<Self>(r)?);
+                    }
+                }
+            }
+        }
+        Ok(Batch { outcomes: out })
     }
 
     async fn take_units(
