@@ -59,9 +59,6 @@ impl<D: Dialect> SqlStore<D> {
                 Err(e) => {
                     metrics::counter!("holdfast_coalesce_batch_failures_total", "op" => "reserve").increment(1);
                     tracing::warn!(error = %e, requests = batch.len(), "a reserve batch failed; its requests go on alone");
-                    if dbg {
-                        eprintln!("batch failed: {e}");
-                    }
                     Batch::default()
                 }
             };
