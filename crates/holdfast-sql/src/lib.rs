@@ -59,6 +59,18 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
     Ok(open(opts).await?.store)
 }
 
+/// Sends reserves to the database as one coalesced batch, as they are: for
+/// tests that must know which requests share a batch.
+#[cfg(feature = "testing")]
+#[async_trait::async_trait]
+pub trait BatchReserve: Send + Sync {
+    /// The answers, in order, that the batch gives each request.
+    async fn reserve_batch(
+        &self,
+        reqs: Vec<holdfast_core::ReserveRequest>,
+    ) -> Vec<Result<holdfast_core::Reserved, Error>>;
+}
+
 /// One database as the server uses it: the store, the token table, the mode
 /// rules and the legacy ledger, and a look at the connection pool they all
 /// share.
@@ -68,6 +80,8 @@ pub struct Database {
     pub tokens: Arc<dyn TokenStore>,
     pub modes: Arc<dyn ModeStore>,
     pub legacy: Arc<dyn LegacyLedger>,
+    #[cfg(feature = "testing")]
+    pub batches: Arc<dyn BatchReserve>,
     pool: Arc<dyn Fn() -> PoolStatus + Send + Sync>,
 }
 
@@ -103,6 +117,8 @@ impl Database {
             store: store.clone(),
             tokens: store.clone(),
             modes: store.clone(),
+            #[cfg(feature = "testing")]
+            batches: store.clone(),
             legacy: store,
             pool: Arc::new(status),
         }

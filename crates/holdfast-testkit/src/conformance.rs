@@ -115,6 +115,46 @@ pub async fn sell_out_five_times_the_pool_cap(s: Subject) {
     .await;
 }
 
+/// 300 buyers of 3-unit carts on stock that is not a multiple of 3: every
+/// cart that can be filled is, no buyer is turned away while 3 units are
+/// free, and the books end exact (1 unit left).
+pub async fn three_unit_carts_sell_out_exactly(s: Subject) {
+    with_subject(s, StoreConfig::default(), |db| async move {
+        stock(&*db.store, "s1", "hot", "wh", 3_001).await;
+        let mut tasks = Vec::new();
+        for buyer in 0..300 {
+            let store = db.store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut sold = 0u64;
+                for n in 0.. {
+                    let req = request("s1", &format!("b{buyer}-{n}"), vec![line("hot", 3, None)]);
+                    match store.reserve(&req).await {
+                        Ok(r) => {
+                            assert_eq!(r.reservation.units(), 3);
+                            sold += store.claim(&shop("s1"), r.reservation.id).await.expect("claim").units();
+                        }
+                        Err(Error::InsufficientStock(l)) => {
+                            assert!(l[0].available < 3, "turned away while {} units were free", l[0].available);
+                            return sold;
+                        }
+                        Err(e) => panic!("unexpected error: {e}"),
+                    }
+                }
+                unreachable!()
+            }));
+        }
+        let mut sold = 0;
+        for t in tasks {
+            sold += t.await.unwrap();
+        }
+        assert_eq!(sold, 3_000, "oversold or undersold");
+        let q = qty(&*db.store, "s1", "hot", "wh").await;
+        assert_eq!((q.on_hand, q.committed, q.reserved, q.available), (3_001, 3_000, 0, 1));
+        db.assert_audit_clean().await;
+    })
+    .await;
+}
+
 /// What the churn clients were told, to check against the store at the end.
 #[derive(Default)]
 struct Told {
@@ -570,6 +610,7 @@ macro_rules! conformance_suite {
         $crate::conformance_suite!(@tests $subject;
             two_hundred_buyers_for_one_hundred_units,
             sell_out_five_times_the_pool_cap,
+            three_unit_carts_sell_out_exactly,
             churn_matches_what_clients_were_told,
             same_key_from_twenty_tasks_is_one_reservation,
             four_sweepers_release_each_hold_once,

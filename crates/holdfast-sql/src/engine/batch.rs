@@ -23,6 +23,14 @@ use crate::dialect::{Batch, Dialect, Fast, ReserveBatch, TxMode};
 use crate::driver::Driver;
 use crate::tag;
 
+#[cfg(feature = "testing")]
+#[async_trait::async_trait]
+impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
+    async fn reserve_batch(&self, reqs: Vec<ReserveRequest>) -> Vec<Result<Reserved, Error>> {
+        crate::tag::op("reserve", SqlStore::reserve_batch(self, reqs)).await
+    }
+}
+
 impl<D: Dialect> SqlStore<D> {
     /// One reserve alone: the fast path, the slow path, the retries.
     pub(super) async fn reserve_alone(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
@@ -102,13 +110,24 @@ impl<D: Dialect> SqlStore<D> {
         }
         let spec: Vec<(ItemId, Option<LocationId>)> = open.iter().flat_map(|&i| candidates(&reqs[i])).collect();
         let Ok(Some(rows)) = self.available(reqs[0].shop(), &spec).await else { return };
+        // A request that goes on alone may take units of its items first; a
+        // later request that wants one of them is judged after it, alone.
+        let mut tainted: HashSet<&ItemId> = HashSet::new();
         for i in open {
-            if let Verdict::SoldOut(shortfalls) = verdict(&reqs[i], &rows) {
-                answers[i] = match self.retrying(true, || self.replay(&reqs[i])).await {
-                    Ok(Some(r)) => Some(Ok(r)),
-                    Ok(None) => Some(Err(Error::InsufficientStock(shortfalls))),
-                    Err(_) => None,
-                };
+            let items: Vec<&ItemId> = reqs[i].lines().iter().map(|l| &l.item).collect();
+            if items.iter().any(|item| tainted.contains(item)) {
+                tainted.extend(items);
+                continue;
+            }
+            match verdict(&reqs[i], &rows) {
+                Verdict::Maybe(_) => tainted.extend(items),
+                Verdict::SoldOut(shortfalls) => {
+                    answers[i] = match self.retrying(true, || self.replay(&reqs[i])).await {
+                        Ok(Some(r)) => Some(Ok(r)),
+                        Ok(None) => Some(Err(Error::InsufficientStock(shortfalls))),
+                        Err(_) => None,
+                    };
+                }
             }
         }
     }
@@ -126,9 +145,17 @@ impl<D: Dialect> SqlStore<D> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
         let mut out = Vec::with_capacity(reqs.len());
+        // Items of requests left short: a later request that wants one goes
+        // alone after them (see reserve_batch.sql).
+        let mut tainted: HashSet<ItemId> = HashSet::new();
         for req in reqs {
-            D::Db::execute(&mut tx, &tag::sql("SAVEPOINT hold"), &[]).await?;
             let wants = fast_wants(req);
+            if wants.iter().any(|w| tainted.contains(&w.item)) {
+                tainted.extend(wants.into_iter().map(|w| w.item));
+                out.push(Fast::Short);
+                continue;
+            }
+            D::Db::execute(&mut tx, &tag::sql("SAVEPOINT hold"), &[]).await?;
             let taken = D::take_units(&mut tx, req.shop(), &wants, false).await?;
             let filled =
                 wants.iter().all(|w| taken.iter().filter(|t| t.item == w.item).map(|t| t.count).sum::<u32>() == w.qty);
@@ -142,6 +169,9 @@ impl<D: Dialect> SqlStore<D> {
                     }
                 }
             };
+            if matches!(outcome, Fast::Short) {
+                tainted.extend(wants.iter().map(|w| w.item.clone()));
+            }
             let end = if matches!(outcome, Fast::Held { .. }) {
                 "RELEASE SAVEPOINT hold"
             } else {

@@ -4,6 +4,7 @@
 //! connection tags as the servers log them, and MySQL/MariaDB's row locks.
 
 mod audit;
+mod batches;
 mod conn_tags;
 mod mysql_locks;
 

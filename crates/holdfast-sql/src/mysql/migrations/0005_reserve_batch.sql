@@ -9,8 +9,11 @@
 -- earlier request locked and gave back are still this transaction's, so it
 -- may take them), and holds only when every line got all it asked for and
 -- its key is new; otherwise its deletes are rolled back to the savepoint and
--- it changes nothing (the store runs it alone afterwards). So no request
--- takes a unit an earlier one in the batch could have had. A key another
+-- it changes nothing (the store runs it alone afterwards). Its items are then
+-- off limits to the rest of the batch: every later request that wants one of
+-- them is left for the store to run alone too, after it, so no request takes
+-- a unit an earlier one in the batch could have had, and a request turned
+-- away is told what there was at its turn. A key another
 -- transaction inserts meanwhile makes the insert wait for it, then fail with
 -- a duplicate key: that request is rolled back to its savepoint and answered
 -- as key taken.
@@ -44,6 +47,8 @@ BEGIN
     DECLARE v_short INT;
     DECLARE v_dup INT DEFAULT 0;
     DECLARE v_out LONGTEXT DEFAULT '';
+    -- Items of requests left short, between commas.
+    DECLARE v_tainted TEXT DEFAULT ',';
     -- The batch is parsed once, here; each request's few wants are read from
     -- its own small document.
     DECLARE reqs CURSOR FOR
@@ -78,7 +83,16 @@ BEGIN
             SET v_out = CONCAT(v_out, '{"s":"key"}');
         ELSE
             SAVEPOINT hold;
-            SET v_i = 0, v_n = JSON_LENGTH(v_wants), v_short = 0, v_taken = '', v_dup = 0;
+            SET v_n = JSON_LENGTH(v_wants), v_short = 0, v_taken = '', v_dup = 0;
+            -- An item a request before it in the batch was left short on.
+            SET v_i = 0;
+            WHILE v_short = 0 AND v_i < v_n DO
+                IF LOCATE(CONCAT(',', JSON_UNQUOTE(JSON_EXTRACT(v_wants, CONCAT('$[', v_i, '].item'))), ','), v_tainted) > 0 THEN
+                    SET v_short = 1;
+                END IF;
+                SET v_i = v_i + 1;
+            END WHILE;
+            SET v_i = 0;
             WHILE v_short = 0 AND v_i < v_n DO
                 SET v_item = JSON_UNQUOTE(JSON_EXTRACT(v_wants, CONCAT('$[', v_i, '].item')));
                 SET v_loc = NULL;
@@ -115,6 +129,11 @@ BEGIN
             IF v_short = 1 THEN
                 ROLLBACK TO SAVEPOINT hold;
                 SET v_out = CONCAT(v_out, '{"s":"short"}');
+                SET v_i = 0;
+                WHILE v_i < v_n DO
+                    SET v_tainted = CONCAT(v_tainted, JSON_UNQUOTE(JSON_EXTRACT(v_wants, CONCAT('$[', v_i, '].item'))), ',');
+                    SET v_i = v_i + 1;
+                END WHILE;
             ELSE
                 SET v_expires = UTC_TIMESTAMP(6) + INTERVAL v_ttl SECOND;
                 INSERT INTO reservations (shop_id, idempotency_key, fingerprint, status, expires_at)

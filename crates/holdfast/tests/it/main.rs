@@ -1,0 +1,4 @@
+//! The `holdfast` binary's integration tests: the real executable as a
+//! separate process, on a database of its own per test.
+
+mod crash;
