@@ -28,6 +28,8 @@ impl Serve {
             .stderr(Stdio::from(file))
             .spawn()
             .expect("holdfast serve starts");
+        // Killed and reaped on drop, also when it never comes up.
+        let mut serve = Serve { child, base: String::new() };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -37,7 +39,8 @@ impl Serve {
                     .then(|| v["fields"]["listen"].as_str().or(v["listen"].as_str()).map(str::to_string))
                     .flatten()
             }) {
-                return Serve { child, base: format!("http://{addr}") };
+                serve.base = format!("http://{addr}");
+                return serve;
             }
             assert!(Instant::now() < deadline, "holdfast serve did not start: {text}");
             std::thread::sleep(Duration::from_millis(50));
