@@ -16,7 +16,8 @@ use crate::svg::{Series, line_chart};
 /// One configuration of the grid.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cell {
-    /// holdfast, counter, ceiling or redis (the legacy store).
+    /// holdfast (requests coalesced), holdfast-uncoalesced (one transaction
+    /// per request), counter, ceiling or redis (the legacy store).
     pub design: String,
     /// sqlite, postgres or mysql; redis for the legacy store.
     pub database: String,
@@ -44,7 +45,8 @@ pub struct Medians {
 
 #[derive(Debug, Clone)]
 pub struct MatrixOptions {
-    /// (backend, database URL) pairs to run.
+    /// What to run: each backend with its database URL; holdfast backends
+    /// once coalesced and once not, unless the template turns coalescing off.
     pub targets: Vec<(BenchBackend, Option<String>)>,
     pub concurrency: Vec<u32>,
     pub latencies_ms: Vec<f64>,
@@ -66,7 +68,8 @@ fn design_of(r: &BenchReport) -> (String, String) {
             (r.backend.clone(), if r.database.starts_with("postgres") { "postgres" } else { "mysql" }.into())
         }
         "redis" => ("redis".into(), "redis".into()),
-        other => ("holdfast".into(), other.into()),
+        other if r.coalesce => ("holdfast".into(), other.into()),
+        other => ("holdfast-uncoalesced".into(), other.into()),
     }
 }
 
@@ -77,12 +80,16 @@ pub async fn run(
 ) -> Result<Vec<Medians>, Error> {
     let mut plan = Vec::new();
     for (backend, url) in &opts.targets {
+        let holdfast = matches!(backend, BenchBackend::Sqlite | BenchBackend::Postgres | BenchBackend::Mysql);
+        let variants: &[bool] = if holdfast && opts.template.store.coalesce { &[true, false] } else { &[false] };
         for &lat in &opts.latencies_ms {
             if *backend == BenchBackend::Sqlite && lat > 0.0 {
                 continue; // embedded: there is no network to delay
             }
             for &c in &opts.concurrency {
-                plan.push((*backend, url.clone(), c, lat));
+                for &coalesce in variants {
+                    plan.push((*backend, url.clone(), c, lat, coalesce));
+                }
             }
         }
     }
@@ -90,8 +97,9 @@ pub async fn run(
     let mut results: BTreeMap<usize, Vec<BenchReport>> = BTreeMap::new();
     let mut done = 0;
     for _ in 0..opts.runs {
-        for (i, (backend, url, c, lat)) in plan.iter().enumerate() {
+        for (i, (backend, url, c, lat, coalesce)) in plan.iter().enumerate() {
             let mut o = opts.template.clone();
+            o.store.coalesce = *coalesce;
             o.backend = *backend;
             o.database_url = url.clone();
             o.sale.concurrency = *c;

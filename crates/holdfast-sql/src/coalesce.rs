@@ -146,36 +146,35 @@ mod tests {
 
     use super::*;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_lone_request_goes_alone_and_a_crowd_goes_in_batches_in_arrival_order() {
-        let c = Arc::new(Coalescer::<u8, u32, (u32, usize)>::new("test", 8, 1));
-        let batches = Arc::new(Mutex::new(Vec::<Vec<u32>>::new()));
-        let run = |batch: Vec<u32>| {
+    type Batches = Arc<Mutex<Vec<Vec<u32>>>>;
+
+    /// A batch runner that takes 20 ms, records each batch and answers each
+    /// request with (itself, its batch's size).
+    fn recorder(
+        batches: &Batches,
+    ) -> impl Fn(Vec<u32>) -> std::pin::Pin<Box<dyn Future<Output = Vec<(u32, usize)>> + Send>> {
+        let batches = batches.clone();
+        move |batch| {
             let batches = batches.clone();
-            async move {
+            Box::pin(async move {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let n = batch.len();
                 batches.lock().unwrap().push(batch.clone());
-                batch.into_iter().map(|x| (x, n)).collect::<Vec<_>>()
-            }
-        };
-        assert_eq!(c.submit(1, 7, run).await, (7, 1), "a lone request is not held back");
+                batch.into_iter().map(|x| (x, n)).collect()
+            })
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_lone_request_goes_alone_and_a_crowd_goes_in_batches() {
+        let c = Arc::new(Coalescer::<u8, u32, (u32, usize)>::new("test", 8, 1));
+        let batches = Batches::default();
+        assert_eq!(c.submit(1, 1000, recorder(&batches)).await, (1000, 1), "a lone request is not held back");
 
         let mut tasks = Vec::new();
         for x in 0..40u32 {
             let (c, batches) = (c.clone(), batches.clone());
-            tasks.push(tokio::spawn(async move {
-                let run = |batch: Vec<u32>| {
-                    let batches = batches.clone();
-                    async move {
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                        let n = batch.len();
-                        batches.lock().unwrap().push(batch.clone());
-                        batch.into_iter().map(|x| (x, n)).collect::<Vec<_>>()
-                    }
-                };
-                c.submit(1, x, run).await
-            }));
+            tasks.push(tokio::spawn(async move { c.submit(1, x, recorder(&batches)).await }));
         }
         for (x, t) in tasks.into_iter().enumerate() {
             let (got, _) = t.await.unwrap();
@@ -186,7 +185,7 @@ mod tests {
         assert!(batches.len() < 30, "40 concurrent requests should share batches: {batches:?}");
         let mut all: Vec<u32> = batches.iter().flatten().copied().collect();
         all.sort();
-        assert_eq!(all, [vec![7], (0..40).collect()].concat(), "every request ran exactly once");
+        assert_eq!(all, [(0..40).collect(), vec![1000]].concat(), "every request ran exactly once");
         assert!(c.lanes.lock().unwrap().is_empty(), "an idle key leaves nothing behind");
     }
 }
