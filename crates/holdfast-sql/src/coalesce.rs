@@ -147,12 +147,11 @@ mod tests {
     use super::*;
 
     type Batches = Arc<Mutex<Vec<Vec<u32>>>>;
+    type Answers = std::pin::Pin<Box<dyn Future<Output = Vec<(u32, usize)>> + Send>>;
 
     /// A batch runner that takes 20 ms, records each batch and answers each
     /// request with (itself, its batch's size).
-    fn recorder(
-        batches: &Batches,
-    ) -> impl Fn(Vec<u32>) -> std::pin::Pin<Box<dyn Future<Output = Vec<(u32, usize)>> + Send>> {
+    fn recorder(batches: &Batches) -> impl Fn(Vec<u32>) -> Answers {
         let batches = batches.clone();
         move |batch| {
             let batches = batches.clone();
