@@ -377,7 +377,8 @@ pub fn describe(r: &BenchReport) -> String {
         "http" => format!("holdfast serve at {}", r.database),
         "redis" => format!("the legacy Redis store (ledger on {})", r.ledger.as_deref().unwrap_or("?")),
         "counter" | "ceiling" => format!("the {} baseline on {}", r.backend, r.database),
-        _ => format!("holdfast on {}", r.database),
+        _ if r.coalesce => format!("holdfast on {}", r.database),
+        _ => format!("holdfast on {} (uncoalesced)", r.database),
     }
 }
 

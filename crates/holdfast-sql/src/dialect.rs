@@ -62,11 +62,12 @@ macro_rules! statements {
 statements! { $;
     /// (shop, id) → the reservation row.
     Head => "head",
-    /// The same, locking the row (lock order step 1).
+    /// (shop, ids: a JSON array, ascending) → the reservation rows, locked
+    /// in id order (lock order step 1).
     HeadForUpdate => "head_for_update",
     /// (shop, key) → the reservation row.
     FindByKey => "find_by_key",
-    /// (shop, id) → its held quantities.
+    /// (shop, ids: a JSON array) → their quantities, with `reservation_id`.
     Lines => "lines",
     /// (shop, item) → quantities per location.
     Levels => "levels",
@@ -406,7 +407,7 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     fn transition(
         c: &mut Conn<Self>,
         shop: &ShopId,
-        id: ReservationId,
+        ids: &[ReservationId],
         status: ReservationStatus,
         state: LineState,
     ) -> impl Future<Output = sqlx::Result<()>> + Send;

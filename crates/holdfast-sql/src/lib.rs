@@ -59,17 +59,28 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
     Ok(open(opts).await?.store)
 }
 
-/// Sends reserves to the database as one coalesced batch, as they are: for
+/// Sends requests to the database as one coalesced batch, as they are: for
 /// tests that must know which requests share a batch.
 #[cfg(feature = "testing")]
 #[async_trait::async_trait]
 pub trait BatchReserve: Send + Sync {
-    /// The answers, in order, that the batch gives each request.
+    /// The answers, in order, that a batch of reserves gives each request.
     async fn reserve_batch(
         &self,
         reqs: Vec<holdfast_core::ReserveRequest>,
     ) -> Vec<Result<holdfast_core::Reserved, Error>>;
+
+    /// The answers, in order, that a batch of claims, releases and extends
+    /// of one shop gives each request.
+    async fn settle_batch(
+        &self,
+        shop: &holdfast_core::ShopId,
+        ops: Vec<(holdfast_core::ReservationId, Settle)>,
+    ) -> Vec<Result<holdfast_core::Reservation, Error>>;
 }
+
+#[cfg(feature = "testing")]
+pub use crate::engine::Settle;
 
 /// One database as the server uses it: the store, the token table, the mode
 /// rules and the legacy ledger, and a look at the connection pool they all

@@ -2,6 +2,7 @@
 //! every dialect. Every text goes through `tag::sql`, so it carries the
 //! comment naming the business process that sent it.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use holdfast_core::{
@@ -151,15 +152,48 @@ pub(crate) fn audit_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<(bool, AuditRo
     Ok((orphan, terms))
 }
 
-/// The reservation row (locked when `lock`: lock order step 1).
+/// A list of reservation ids as the statements take it: a JSON array.
+pub(crate) fn id_list(ids: &[ReservationId]) -> String {
+    serde_json::to_string(&ids.iter().map(|id| id.get()).collect::<Vec<_>>()).expect("a list of integers")
+}
+
+/// The reservation row.
 pub(crate) async fn head_of<D: Dialect>(
     c: &mut Conn<D>,
     shop: &ShopId,
     id: ReservationId,
-    lock: bool,
 ) -> sqlx::Result<Option<Head>> {
-    let stmt = if lock { Stmt::HeadForUpdate } else { Stmt::Head };
-    Ok(all::<D, _>(c, stmt, &[shop.as_str().into(), id.get().into()], head::<D>).await?.pop())
+    Ok(all::<D, _>(c, Stmt::Head, &[shop.as_str().into(), id.get().into()], head::<D>).await?.pop())
+}
+
+/// The reservation rows of `ids` (ascending), locked in id order: lock order
+/// step 1. Ids with no row in the shop are missing from the answer.
+pub(crate) async fn heads_for_update<D: Dialect>(
+    c: &mut Conn<D>,
+    shop: &ShopId,
+    ids: &[ReservationId],
+) -> sqlx::Result<Vec<Head>> {
+    debug_assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids ascending, each once");
+    let list = id_list(ids);
+    all::<D, _>(c, Stmt::HeadForUpdate, &[shop.as_str().into(), Arg::Text(&list)], head::<D>).await
+}
+
+/// The quantities of each reservation of `ids`.
+pub(crate) async fn lines_of_each<D: Dialect>(
+    c: &mut Conn<D>,
+    shop: &ShopId,
+    ids: &[ReservationId],
+) -> sqlx::Result<HashMap<ReservationId, Vec<Allocation>>> {
+    let list = id_list(ids);
+    let rows = all::<D, _>(c, Stmt::Lines, &[shop.as_str().into(), Arg::Text(&list)], |row| {
+        Ok((reservation_id(D::Db::int(row, "reservation_id")?)?, allocation::<D>(row)?))
+    })
+    .await?;
+    let mut each: HashMap<ReservationId, Vec<Allocation>> = HashMap::new();
+    for (id, line) in rows {
+        each.entry(id).or_default().push(line);
+    }
+    Ok(each)
 }
 
 pub(crate) async fn lines_of<D: Dialect>(
@@ -167,7 +201,7 @@ pub(crate) async fn lines_of<D: Dialect>(
     shop: &ShopId,
     id: ReservationId,
 ) -> sqlx::Result<Vec<Allocation>> {
-    all::<D, _>(c, Stmt::Lines, &[shop.as_str().into(), id.get().into()], allocation::<D>).await
+    Ok(lines_of_each::<D>(c, shop, &[id]).await?.remove(&id).unwrap_or_default())
 }
 
 /// The three names of an (item, location) of a shop, as arguments.

@@ -29,6 +29,10 @@ impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
     async fn reserve_batch(&self, reqs: Vec<ReserveRequest>) -> Vec<Result<Reserved, Error>> {
         crate::tag::op("reserve", SqlStore::reserve_batch(self, reqs)).await
     }
+
+    async fn settle_batch(&self, shop: &ShopId, ops: Vec<(ReservationId, Settle)>) -> Vec<Result<Reservation, Error>> {
+        crate::tag::op("settle", SqlStore::settle_batch(self, shop, ops)).await
+    }
 }
 
 impl<D: Dialect> SqlStore<D> {
@@ -198,7 +202,7 @@ impl<D: Dialect> SqlStore<D> {
             let (id, op) = ops[0];
             return vec![self.retrying(true, || self.settle_once(shop, id, op)).await];
         }
-        match self.retrying(true, || self.settle_together(shop, &ops)).await {
+        match self.retrying(true, || self.settle_all(shop, &ops)).await {
             Ok(answers) => answers,
             Err(_) => {
                 let mut answers = Vec::with_capacity(ops.len());
@@ -208,27 +212,5 @@ impl<D: Dialect> SqlStore<D> {
                 answers
             }
         }
-    }
-
-    async fn settle_together(
-        &self,
-        shop: &ShopId,
-        ops: &[(ReservationId, Settle)],
-    ) -> Result<Vec<Result<Reservation, Error>>, Fail> {
-        let mut order: Vec<usize> = (0..ops.len()).collect();
-        order.sort_by_key(|&i| (ops[i].0, i));
-        let mut tx = D::begin(&self.pool, TxMode::Write).await?;
-        let _lease = tag::Lease::transaction();
-        let mut answers: Vec<Option<Result<Reservation, Error>>> = vec![None; ops.len()];
-        for i in order {
-            let (id, op) = ops[i];
-            answers[i] = Some(match self.settle_in(&mut tx, shop, id, op).await {
-                Ok(r) => Ok(r),
-                Err(Fail::Domain(e)) => Err(e),
-                Err(fail) => return Err(fail),
-            });
-        }
-        tx.commit().await?;
-        Ok(answers.into_iter().map(|a| a.expect("every request answered")).collect())
     }
 }

@@ -13,6 +13,9 @@ pub(crate) use reserve::fast_wants;
 mod reports;
 mod reserve;
 mod settle;
+
+#[cfg(feature = "testing")]
+pub use settle::Settle;
 mod stock;
 
 use std::future::Future;

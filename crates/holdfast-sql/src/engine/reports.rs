@@ -15,7 +15,7 @@ impl<D: Dialect> SqlStore<D> {
     pub(super) async fn get_once(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
         let _lease = tag::Lease::transaction();
-        let head = run::head_of::<D>(&mut tx, shop, id, false).await?.ok_or(Fail::Domain(Error::NotFound))?;
+        let head = run::head_of::<D>(&mut tx, shop, id).await?.ok_or(Fail::Domain(Error::NotFound))?;
         let lines = run::lines_of::<D>(&mut tx, shop, id).await?;
         tx.commit().await?;
         Ok(reservation(head, lines))

@@ -211,6 +211,7 @@ impl Dialect for My {
     /// `?` is positional here: a parameter used twice is bound twice.
     fn placeholders(stmt: Stmt) -> Option<&'static [usize]> {
         Some(match stmt {
+            Stmt::HeadForUpdate | Stmt::Lines => &[1, 0],
             Stmt::Levels => &[0, 1, 0, 1, 0, 1],
             Stmt::Audit => &[0, 0, 0, 0, 0, 0],
             Stmt::WriteLedger => &[3, 4, 5, 0, 1, 2],
@@ -416,19 +417,19 @@ impl Dialect for My {
         let args = [Arg::Text(shop.as_str()), Arg::Int(id.get()), Arg::Text(&lines)];
         MySql::execute(c, &tag::sql(raw!("insert_lines")), &args).await?;
         // No INSERT … RETURNING on MySQL: read the database's expiry back.
-        let head = run::head_of::<Self>(c, shop, id, false).await?;
+        let head = run::head_of::<Self>(c, shop, id).await?;
         Ok(head.map(|h| (id, h.expires_at)))
     }
 
     async fn transition(
         c: &mut MySqlConnection,
         shop: &ShopId,
-        id: ReservationId,
+        ids: &[ReservationId],
         status: ReservationStatus,
         state: LineState,
     ) -> sqlx::Result<()> {
-        let args =
-            [Arg::Text(status.as_str()), Arg::Text(state.as_str()), Arg::Text(shop.as_str()), Arg::Int(id.get())];
+        let ids = run::id_list(ids);
+        let args = [Arg::Text(&ids), Arg::Text(status.as_str()), Arg::Text(state.as_str()), Arg::Text(shop.as_str())];
         MySql::execute(c, &tag::sql(raw!("transition")), &args).await?;
         Ok(())
     }

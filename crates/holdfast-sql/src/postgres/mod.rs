@@ -275,13 +275,13 @@ impl Dialect for Pg {
     async fn transition(
         c: &mut PgConnection,
         shop: &ShopId,
-        id: ReservationId,
+        ids: &[ReservationId],
         status: ReservationStatus,
         state: LineState,
     ) -> sqlx::Result<()> {
         sqlx::query(&tag::sql(raw!("transition")))
             .bind(shop.as_str())
-            .bind(id.get())
+            .bind(run::id_list(ids))
             .bind(status.as_str())
             .bind(state.as_str())
             .execute(c)

@@ -231,13 +231,14 @@ impl Dialect for Lite {
     async fn transition(
         c: &mut SqliteConnection,
         shop: &ShopId,
-        id: ReservationId,
+        ids: &[ReservationId],
         status: ReservationStatus,
         state: LineState,
     ) -> sqlx::Result<()> {
-        let args = [Arg::Text(shop.as_str()), Arg::Int(id.get()), Arg::Text(status.as_str())];
+        let list = run::id_list(ids);
+        let args = [Arg::Text(shop.as_str()), Arg::Text(&list), Arg::Text(status.as_str())];
         Sqlite::execute(c, q!("transition"), &args).await?;
-        let ids = json!([[shop.as_str(), id.get()]]).to_string();
+        let ids = json!(ids.iter().map(|id| json!([shop.as_str(), id.get()])).collect::<Vec<_>>()).to_string();
         Sqlite::execute(c, q!("move_held"), &[Arg::Text(&ids), Arg::Text(state.as_str())]).await?;
         Ok(())
     }

@@ -2,9 +2,11 @@
 //! give each request the answer it would have had if the requests had run one
 //! after another, in arrival order — a key twice, a key with other lines, a
 //! shortage beside a success, multi-line and multi-location carts, partial
-//! and split fills — on every dialect.
+//! and split fills — and one batch of claims, releases and extends the
+//! same — on every dialect.
 
-use holdfast_core::{Backend, Error, ReserveRequest, Reserved, Ttl};
+use holdfast_core::{Backend, Error, Reservation, ReservationId, ReserveRequest, Reserved, Ttl};
+use holdfast_sql::Settle;
 use holdfast_sql::StoreConfig;
 use holdfast_testkit::*;
 
@@ -107,4 +109,95 @@ async fn one_batch_answers_as_the_serial_order_does(b: Backend) {
 }
 
 holdfast_testkit::per_backend!(one_batch_answers_as_the_serial_order_does:
+    postgres => Postgres, mysql => MySql, sqlite => Sqlite);
+
+/// A hold's lines: (item, location, quantity).
+type Lines = Vec<(String, String, u32)>;
+
+/// A settle answer without ids and times: the status and lines, or the error.
+fn settled(answers: &[Result<Reservation, Error>]) -> Vec<Result<(String, Lines), String>> {
+    answers
+        .iter()
+        .map(|a| match a {
+            Ok(r) => Ok((
+                r.status.as_str().to_string(),
+                r.lines.iter().map(|a| (a.item.to_string(), a.location.to_string(), a.quantity)).collect(),
+            )),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect()
+}
+
+/// Holds h0…h5 of item a (h4 with a 1 s TTL, expired once this returns).
+async fn holds(db: &TestDb) -> Vec<ReservationId> {
+    let st = &*db.store;
+    stock(st, "s1", "a", "wh", 20).await;
+    stock(st, "s1", "b", "wh", 10).await;
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        let mut req = request("s1", &format!("h{n}"), vec![line("a", 1 + n % 2, None), line("b", 1, None)]);
+        if n == 4 {
+            req = req.with_ttl(Ttl::from_secs(1).unwrap());
+        }
+        ids.push(st.reserve(&req).await.unwrap().reservation.id);
+    }
+    ids
+}
+
+async fn one_settle_batch_answers_as_the_serial_order_does(b: Backend) {
+    let batch = TestDb::new(b).await;
+    let serial = TestDb::with_config(b, StoreConfig { coalesce: false, ..StoreConfig::default() }).await;
+    let (hb, hs) = (holds(&batch).await, holds(&serial).await);
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let long = Ttl::from_secs(900).unwrap();
+    // (hold, op); hold 6 does not exist.
+    let plan: Vec<(usize, Settle)> = vec![
+        (0, Settle::Claim),
+        (0, Settle::Claim),   // a repeat: the same answer
+        (0, Settle::Release), // claimed: the wrong status
+        (1, Settle::Release),
+        (1, Settle::Release),
+        (2, Settle::Extend(long)),
+        (2, Settle::Claim),   // after its extend, in the same batch
+        (4, Settle::Claim),   // expired: refused, and released on the way
+        (4, Settle::Release), // expired: releasing it again is a repeat
+        (6, Settle::Claim),
+        (5, Settle::Release),
+        (5, Settle::Claim), // released: the wrong status
+        (3, Settle::Extend(long)),
+    ];
+    let missing = ReservationId::new(i64::MAX / 2).unwrap();
+    let on = |ids: &[ReservationId]| -> Vec<(ReservationId, Settle)> {
+        plan.iter().map(|&(h, op)| (ids.get(h).copied().unwrap_or(missing), op)).collect()
+    };
+    let batched = batch.db.batches.settle_batch(&shop("s1"), on(&hb)).await;
+    let mut one_by_one = Vec::new();
+    for (id, op) in on(&hs) {
+        one_by_one.push(match op {
+            Settle::Claim => serial.store.claim(&shop("s1"), id).await,
+            Settle::Release => serial.store.release(&shop("s1"), id).await,
+            Settle::Extend(ttl) => serial.store.extend(&shop("s1"), id, ttl).await,
+        });
+    }
+    let (got, want) = (settled(&batched), settled(&one_by_one));
+    for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "request {n} {:?}: batch vs serial", plan[n]);
+    }
+    assert!(matches!(batched[2], Err(Error::WrongStatus(..))), "{:?}", batched[2]);
+    assert!(matches!(batched[7], Err(Error::Expired)), "{:?}", batched[7]);
+    assert!(matches!(batched[9], Err(Error::NotFound)), "{:?}", batched[9]);
+    let extended = batched[12].as_ref().unwrap().expires_at;
+    assert!(extended > chrono::Utc::now() + chrono::Duration::seconds(800), "the extend moved the expiry: {extended}");
+    for item in ["a", "b"] {
+        assert_eq!(
+            batch.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
+            serial.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
+            "{item}: the books of the batch and of the serial order"
+        );
+    }
+    batch.assert_audit_clean().await;
+    serial.assert_audit_clean().await;
+}
+
+holdfast_testkit::per_backend!(one_settle_batch_answers_as_the_serial_order_does:
     postgres => Postgres, mysql => MySql, sqlite => Sqlite);

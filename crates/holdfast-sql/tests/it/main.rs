@@ -8,29 +8,25 @@ mod batches;
 mod conn_tags;
 mod mysql_locks;
 
-mod postgres {
-    holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::Sql(holdfast_core::Backend::Postgres));
+/// The conformance suite on each dialect, for a [`holdfast_testkit::Subject`]
+/// constructor.
+macro_rules! on_every_dialect {
+    ($subject:ident) => {
+        mod postgres {
+            holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::$subject(holdfast_core::Backend::Postgres));
+        }
+        mod mysql {
+            holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::$subject(holdfast_core::Backend::MySql));
+        }
+        mod sqlite {
+            holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::$subject(holdfast_core::Backend::Sqlite));
+        }
+    };
 }
 
-mod mysql {
-    holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::Sql(holdfast_core::Backend::MySql));
-}
-
-mod sqlite {
-    holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::Sql(holdfast_core::Backend::Sqlite));
-}
+on_every_dialect!(Sql);
 
 /// The same suite with coalescing off: every request alone.
 mod alone {
-    mod postgres {
-        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlAlone(holdfast_core::Backend::Postgres));
-    }
-
-    mod mysql {
-        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlAlone(holdfast_core::Backend::MySql));
-    }
-
-    mod sqlite {
-        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlAlone(holdfast_core::Backend::Sqlite));
-    }
+    on_every_dialect!(SqlAlone);
 }

@@ -1,4 +1,7 @@
-SELECT item_id, location_id, quantity
-FROM reserved_quantities
-WHERE shop_id = ? AND reservation_id = ?
-ORDER BY item_id, location_id
+-- The quantities of the reservations in a JSON array of ids. Parameters in
+-- placeholder order: ids, shop.
+SELECT q.reservation_id, q.item_id, q.location_id, q.quantity
+FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS d
+STRAIGHT_JOIN reserved_quantities q ON q.reservation_id = d.id
+WHERE q.shop_id = ?
+ORDER BY q.reservation_id, q.item_id, q.location_id
