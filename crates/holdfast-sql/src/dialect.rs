@@ -136,7 +136,9 @@ statements! { $;
 pub(crate) enum ReserveBatch {
     /// One statement for the batch ([`Dialect::reserve_batch`]).
     Statement,
-    /// One transaction for the batch, each request's fast path in it.
+    /// One transaction for the batch, in a fixed number of statements:
+    /// pick the units of the whole batch, deal them out in arrival order,
+    /// delete those given away, insert the holds.
     Transaction,
 }
 
@@ -225,6 +227,14 @@ pub(crate) struct Taken {
     pub item: ItemId,
     pub location: LocationId,
     pub count: u32,
+}
+
+/// One free unit row, picked by [`Dialect::pick_units`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unit {
+    pub item: ItemId,
+    pub location: LocationId,
+    pub id: i64,
 }
 
 /// What the one-statement fast path did (see [`Dialect::reserve_fast`]).
@@ -358,6 +368,53 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         _reqs: &[&ReserveRequest],
     ) -> impl Future<Output = sqlx::Result<Batch>> + Send {
         async { Err(sqlx::Error::Protocol("this dialect has no one-statement batch".into())) }
+    }
+
+    /// For a batch in one transaction (`ReserveBatch::Transaction`): up to
+    /// `qty` free unit rows for each want, skipping rows other transactions
+    /// hold, locked but not deleted. The batch deals them out in arrival
+    /// order and deletes those it gives away ([`Dialect::delete_units`]);
+    /// the rest stay in the pool.
+    fn pick_units(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        wants: &[Want],
+    ) -> impl Future<Output = sqlx::Result<Vec<Unit>>> + Send {
+        let _ = (c, shop, wants);
+        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
+    }
+
+    /// Deletes unit rows this transaction picked.
+    fn delete_units(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        units: &[Unit],
+    ) -> impl Future<Output = sqlx::Result<()>> + Send {
+        let _ = (c, shop, units);
+        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
+    }
+
+    /// Which of `keys` are used in `shop` already.
+    fn keys_used(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        keys: &[&IdempotencyKey],
+    ) -> impl Future<Output = sqlx::Result<Vec<IdempotencyKey>>> + Send {
+        let _ = (c, shop, keys);
+        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
+    }
+
+    /// Inserts the holds of a batch (each request, of one shop, with its
+    /// lines), whose keys [`Dialect::keys_used`] found free, in a fixed
+    /// number of statements; answers each one's id and expiry, in order. A
+    /// key another transaction inserted meanwhile fails the statement (a
+    /// unique violation), and with it the batch.
+    fn insert_holds(
+        c: &mut Conn<Self>,
+        holds: &[(&ReserveRequest, Vec<Allocation>)],
+    ) -> impl Future<Output = sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>>> + Send {
+        let _ = (c, holds);
+        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
     }
 
     /// Units of each matching (item, location) that no live hold has, read

@@ -152,6 +152,15 @@ pub(crate) fn audit_row<D: Dialect>(row: &Row<D>) -> sqlx::Result<(bool, AuditRo
     Ok((orphan, terms))
 }
 
+/// `item_id, location_id, id`: a unit row.
+pub(crate) fn unit<D: Driver>(row: &D::Row) -> sqlx::Result<crate::dialect::Unit> {
+    Ok(crate::dialect::Unit {
+        item: name::<D, _>(row, "item_id")?,
+        location: name::<D, _>(row, "location_id")?,
+        id: D::int(row, "id")?,
+    })
+}
+
 /// A list of reservation ids as the statements take it: a JSON array.
 pub(crate) fn id_list(ids: &[ReservationId]) -> String {
     serde_json::to_string(&ids.iter().map(|id| id.get()).collect::<Vec<_>>()).expect("a list of integers")

@@ -11,16 +11,17 @@
 //! the retries. So no request sees an error it would not have seen alone,
 //! and within a batch no request takes a unit an earlier one could have had.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 
-use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReserveRequest, Reserved, ShopId};
+use holdfast_core::{
+    Allocation, Error, IdempotencyKey, ItemId, LocationId, Reservation, ReservationId, ReserveRequest, Reserved, ShopId,
+};
 
 use super::reserve::{Verdict, allocations, candidate_spec as candidates, fast_wants, new_hold, verdict};
 use super::settle::Settle;
 use super::{Fail, SqlStore};
-use crate::dialect::{Batch, Dialect, Fast, ReserveBatch, TxMode};
-use crate::driver::Driver;
+use crate::dialect::{Batch, Dialect, Fast, ReserveBatch, Taken, TxMode, Unit, Want};
 use crate::tag;
 
 #[cfg(feature = "testing")]
@@ -144,48 +145,43 @@ impl<D: Dialect> SqlStore<D> {
             let _lease = tag::Lease::transaction();
             return Ok(D::reserve_batch(&mut c, reqs).await?);
         }
-        // One transaction; each request's take inside a savepoint of its
-        // own, given back whole when it comes up short.
+        let Some(first) = reqs.first() else { return Ok(Batch::default()) };
+        let shop = first.shop();
+        let plan = Plan::of(reqs);
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
-        let mut out = Vec::with_capacity(reqs.len());
-        // Items of requests left short: a later request that wants one goes
-        // alone after them (see reserve_batch.sql).
-        let mut tainted: HashSet<ItemId> = HashSet::new();
-        for req in reqs {
-            let wants = fast_wants(req);
-            if wants.iter().any(|w| tainted.contains(&w.item)) {
-                tainted.extend(wants.into_iter().map(|w| w.item));
-                out.push(Fast::Short);
-                continue;
-            }
-            D::Db::execute(&mut tx, &tag::sql("SAVEPOINT hold"), &[]).await?;
-            let taken = D::take_units(&mut tx, req.shop(), &wants, false).await?;
-            let filled =
-                wants.iter().all(|w| taken.iter().filter(|t| t.item == w.item).map(|t| t.count).sum::<u32>() == w.qty);
-            let outcome = match filled {
-                false => Fast::Short,
-                true => {
-                    let lines = allocations(&taken);
-                    match D::insert_hold(&mut tx, req, &lines).await? {
-                        Some((id, expires_at)) => Fast::Held { id, expires_at, taken },
-                        None => Fast::KeyTaken,
-                    }
-                }
-            };
-            if matches!(outcome, Fast::Short) {
-                tainted.extend(wants.iter().map(|w| w.item.clone()));
-            }
-            let end = if matches!(outcome, Fast::Held { .. }) {
-                "RELEASE SAVEPOINT hold"
-            } else {
-                "ROLLBACK TO SAVEPOINT hold"
-            };
-            D::Db::execute(&mut tx, &tag::sql(end), &[]).await?;
-            out.push(outcome);
+        let keys: Vec<&IdempotencyKey> = reqs.iter().map(|r| r.key()).collect();
+        let used: HashSet<IdempotencyKey> = D::keys_used(&mut tx, shop, &keys).await?.into_iter().collect();
+        let units = D::pick_units(&mut tx, shop, &plan.wants).await?;
+        let (dealt, given) = plan.deal(reqs, &used, units);
+        if !given.is_empty() {
+            D::delete_units(&mut tx, shop, &given).await?;
         }
+        let holds: Vec<(&ReserveRequest, Vec<Allocation>)> = reqs
+            .iter()
+            .zip(&dealt)
+            .filter_map(|(r, d)| match d {
+                Dealt::Held(taken) => Some((*r, allocations(taken))),
+                _ => None,
+            })
+            .collect();
+        let mut inserted =
+            if holds.is_empty() { Vec::new() } else { D::insert_holds(&mut tx, &holds).await? }.into_iter();
         tx.commit().await?;
-        Ok(Batch { outcomes: out })
+        let mut outcomes = Vec::with_capacity(reqs.len());
+        for d in dealt {
+            outcomes.push(match d {
+                Dealt::Held(taken) => {
+                    let (id, expires_at) = inserted
+                        .next()
+                        .ok_or_else(|| sqlx::Error::Protocol("insert_holds answered fewer holds".into()))?;
+                    Fast::Held { id, expires_at, taken }
+                }
+                Dealt::Short => Fast::Short,
+                Dealt::KeyTaken => Fast::KeyTaken,
+            });
+        }
+        Ok(Batch { outcomes })
     }
 
     /// A batch of claims, releases and extends of one shop, in arrival
@@ -212,5 +208,114 @@ impl<D: Dialect> SqlStore<D> {
                 answers
             }
         }
+    }
+}
+
+/// What the deal gave one request of a batch.
+#[derive(Debug, Clone)]
+enum Dealt {
+    Held(Vec<Taken>),
+    /// Nothing: it goes on (refill, then alone) after the batch.
+    Short,
+    KeyTaken,
+}
+
+/// A pool the deal draws on: an item and its location as the batch asked
+/// for it (`None`: the first location that stocks the item).
+type PoolKey = (ItemId, Option<LocationId>);
+
+/// A batch's wants, summed per pool, for one pick.
+#[derive(Debug)]
+struct Plan {
+    wants: Vec<Want>,
+    /// Per item, whether the batch asks for it by location (`true`) or as
+    /// the first location that stocks it. A request that asks the other way
+    /// than the first request of its item is left out of the deal (`false`
+    /// in `dealable`): the two could name the same rows.
+    by_location: HashMap<ItemId, bool>,
+    dealable: Vec<bool>,
+}
+
+impl Plan {
+    fn of(reqs: &[&ReserveRequest]) -> Self {
+        let mut sums: Vec<(PoolKey, u32)> = Vec::new();
+        let mut by_location: HashMap<ItemId, bool> = HashMap::new();
+        let mut dealable = Vec::with_capacity(reqs.len());
+        for req in reqs {
+            let wants = fast_wants(req);
+            let ok = wants
+                .iter()
+                .all(|w| *by_location.entry(w.item.clone()).or_insert(w.location.is_some()) == w.location.is_some());
+            dealable.push(ok);
+            if !ok {
+                continue;
+            }
+            for w in wants {
+                let key = (w.item, w.location);
+                match sums.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, n)) => *n += w.qty,
+                    None => sums.push((key, w.qty)),
+                }
+            }
+        }
+        let wants = sums.into_iter().map(|((item, location), qty)| Want { item, location, qty }).collect();
+        Plan { wants, by_location, dealable }
+    }
+
+    /// Deals `units` out in arrival order: a request gets its units only
+    /// when every line is filled and its key is new. A request left short
+    /// takes its items out of the rest of the deal (the later requests for
+    /// them go on after it), so no request takes a unit an earlier one could
+    /// have had. Returns each request's share and every unit given away.
+    fn deal(
+        &self,
+        reqs: &[&ReserveRequest],
+        used: &HashSet<IdempotencyKey>,
+        units: Vec<Unit>,
+    ) -> (Vec<Dealt>, Vec<Unit>) {
+        let mut pools: HashMap<PoolKey, VecDeque<Unit>> = HashMap::new();
+        for u in units {
+            let by_location = self.by_location.get(&u.item).copied().unwrap_or(true);
+            let key = (u.item.clone(), by_location.then(|| u.location.clone()));
+            pools.entry(key).or_default().push_back(u);
+        }
+        let (mut dealt, mut given) = (Vec::with_capacity(reqs.len()), Vec::new());
+        let mut tainted: HashSet<ItemId> = HashSet::new();
+        for (req, &dealable) in reqs.iter().zip(&self.dealable) {
+            let wants = fast_wants(req);
+            if used.contains(req.key()) {
+                dealt.push(Dealt::KeyTaken);
+                continue;
+            }
+            let mut need: Vec<(PoolKey, u32)> = Vec::new();
+            for w in &wants {
+                let key = (w.item.clone(), w.location.clone());
+                match need.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, n)) => *n += w.qty,
+                    None => need.push((key, w.qty)),
+                }
+            }
+            let fits = dealable
+                && wants.iter().all(|w| !tainted.contains(&w.item))
+                && need.iter().all(|(k, n)| pools.get(k).is_some_and(|p| p.len() >= *n as usize));
+            if !fits {
+                tainted.extend(wants.into_iter().map(|w| w.item));
+                dealt.push(Dealt::Short);
+                continue;
+            }
+            let mut taken: Vec<Taken> = Vec::new();
+            for (k, n) in need {
+                let pool = pools.get_mut(&k).expect("checked above");
+                for u in pool.drain(..n as usize) {
+                    match taken.iter_mut().find(|t| t.item == u.item && t.location == u.location) {
+                        Some(t) => t.count += 1,
+                        None => taken.push(Taken { item: u.item.clone(), location: u.location.clone(), count: 1 }),
+                    }
+                    given.push(u);
+                }
+            }
+            dealt.push(Dealt::Held(taken));
+        }
+        (dealt, given)
     }
 }

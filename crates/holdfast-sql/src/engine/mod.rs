@@ -9,7 +9,6 @@
 //! of each operation is in `reserve`, `settle`, `stock` and `reports`.
 
 mod batch;
-pub(crate) use reserve::fast_wants;
 mod reports;
 mod reserve;
 mod settle;

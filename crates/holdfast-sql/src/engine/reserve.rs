@@ -372,7 +372,7 @@ impl<D: Dialect> SqlStore<D> {
 
 /// What the fast path wants: every line, whole, from its first candidate
 /// location (`None`: the first location, in id order, that stocks the item).
-pub(crate) fn fast_wants(req: &ReserveRequest) -> Vec<Want> {
+pub(super) fn fast_wants(req: &ReserveRequest) -> Vec<Want> {
     req.lines()
         .iter()
         .map(|l| Want {

@@ -15,22 +15,22 @@
 //! SELECT followed by a write naming the locked rows by key, and lists travel
 //! as one JSON parameter read with `JSON_TABLE` (both servers have it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
+use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, ItemId, LocationId, MAX_LINES, ReservationId, ReservationStatus, ReserveRequest, ShopId,
+    Allocation, Backend, IdempotencyKey, ItemId, LocationId, MAX_LINES, ReservationId, ReservationStatus,
+    ReserveRequest, ShopId,
 };
 use serde_json::json;
 use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlRow};
 use sqlx::{MySql, Row};
 
 use crate::dialect::{
-    Batch, Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, ReserveBatch, Spec, Stmt,
-    Taken, Want,
+    Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Unit, Want,
 };
 use crate::driver::{Arg, Driver};
-use crate::engine::fast_wants;
 use crate::migrate::{Migration, migrations};
 use crate::run;
 use crate::tag;
@@ -100,39 +100,73 @@ fn with_candidates<'a>(head: &str, shop: &'a ShopId, spec: &'a Spec, clause: &st
     (tag::owned(sql), args)
 }
 
-/// Takes and deletes unit rows for every want: one locking SELECT for the
-/// whole cart, then one DELETE naming the rows it locked.
-async fn take(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want], waiting: bool) -> sqlx::Result<Vec<Taken>> {
-    if wants.is_empty() {
-        return Ok(Vec::new());
+/// Up to `qty` free unit rows for every want, locked (skipping rows other
+/// transactions hold, or waiting for them): one locking SELECT for the whole
+/// cart, or per [`MAX_LINES`] wants of a batch.
+async fn pick(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want], waiting: bool) -> sqlx::Result<Vec<Unit>> {
+    let mut units = Vec::new();
+    for chunk in wants.chunks(MAX_LINES) {
+        let sql = tag::sql(take_units_sql(chunk.len(), waiting));
+        let mut args = Vec::with_capacity(chunk.len() * 6);
+        for w in chunk {
+            let location = Arg::MaybeText(w.location.as_ref().map(|l| l.as_str()));
+            let (s, i) = (Arg::Text(shop.as_str()), Arg::Text(w.item.as_str()));
+            args.extend([s, i, location, s, i, Arg::Int(w.qty.into())]);
+        }
+        for r in MySql::fetch(c, &sql, &args).await? {
+            units.push(run::unit::<MySql>(&r)?);
+        }
     }
-    let sql = tag::sql(take_units_sql(wants.len(), waiting));
-    let mut args = Vec::with_capacity(wants.len() * 6);
-    for w in wants {
-        let location = Arg::MaybeText(w.location.as_ref().map(|l| l.as_str()));
-        let (s, i) = (Arg::Text(shop.as_str()), Arg::Text(w.item.as_str()));
-        args.extend([s, i, location, s, i, Arg::Int(w.qty.into())]);
-    }
-    let rows = MySql::fetch(c, &sql, &args).await?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut counts: BTreeMap<(String, String), u32> = BTreeMap::new();
-    let mut picked = Vec::with_capacity(rows.len());
-    for r in &rows {
-        let item = MySql::text(r, "item_id")?;
-        let location = MySql::text(r, "location_id")?;
-        picked.push(json!({"item": item, "location": location, "id": MySql::int(r, "id")?}));
-        *counts.entry((item, location)).or_default() += 1;
-    }
+    Ok(units)
+}
+
+/// Deletes unit rows this transaction locked: one DELETE naming them.
+async fn delete(c: &mut MySqlConnection, shop: &ShopId, units: &[Unit]) -> sqlx::Result<()> {
+    let picked: Vec<_> =
+        units.iter().map(|u| json!({"item": u.item.as_str(), "location": u.location.as_str(), "id": u.id})).collect();
     let picked = serde_json::Value::Array(picked).to_string();
     MySql::execute(c, &tag::sql(raw!("delete_units")), &[Arg::Text(&picked), Arg::Text(shop.as_str())]).await?;
-    counts
+    Ok(())
+}
+
+/// Takes and deletes unit rows for every want: [`pick`], then [`delete`].
+async fn take(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want], waiting: bool) -> sqlx::Result<Vec<Taken>> {
+    let units = pick(c, shop, wants, waiting).await?;
+    if units.is_empty() {
+        return Ok(Vec::new());
+    }
+    delete(c, shop, &units).await?;
+    let mut counts: BTreeMap<(&ItemId, &LocationId), u32> = BTreeMap::new();
+    for u in &units {
+        *counts.entry((&u.item, &u.location)).or_default() += 1;
+    }
+    Ok(counts
         .into_iter()
-        .map(|((item, location), count)| {
-            let bad = |e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e));
-            Ok(Taken { item: item.parse().map_err(bad)?, location: location.parse().map_err(bad)?, count })
+        .map(|((item, location), count)| Taken { item: item.clone(), location: location.clone(), count })
+        .collect())
+}
+
+/// A batch's keys as holds_by_key.sql reads them, and its rows by key.
+async fn holds_by_key(
+    c: &mut MySqlConnection,
+    shop: &ShopId,
+    keys: &[&IdempotencyKey],
+) -> sqlx::Result<HashMap<IdempotencyKey, (ReservationId, DateTime<Utc>)>> {
+    let list = json!(keys.iter().map(|k| k.as_str()).collect::<Vec<_>>()).to_string();
+    let rows = MySql::fetch(c, &tag::sql(raw!("holds_by_key")), &[Arg::Text(&list), Arg::Text(shop.as_str())]).await?;
+    rows.iter()
+        .map(|r| {
+            let key = run::name::<MySql, IdempotencyKey>(r, "idempotency_key")?;
+            Ok((key, (run::reservation_id(MySql::int(r, "id")?)?, MySql::time(r, "expires_at")?)))
         })
+        .collect()
+}
+
+/// A hold's lines as insert_lines.sql reads them.
+fn lines_json(id: ReservationId, lines: &[Allocation]) -> Vec<serde_json::Value> {
+    lines
+        .iter()
+        .map(|l| json!({"id": id.get(), "item": l.item.as_str(), "location": l.location.as_str(), "qty": l.quantity}))
         .collect()
 }
 
@@ -142,36 +176,6 @@ fn wants_json(wants: &[Want]) -> serde_json::Value {
         .iter()
         .map(|w| json!({"item": w.item.as_str(), "location": w.location.as_ref().map(|l| l.as_str()), "qty": w.qty}))
         .collect()
-}
-
-/// One request's outcome as holdfast_reserve_batch writes it.
-fn outcome(v: &serde_json::Value) -> sqlx::Result<Fast> {
-    let bad = |what: &str| sqlx::Error::Protocol(format!("holdfast_reserve_batch: bad {what}"));
-    Ok(match v["s"].as_str() {
-        Some("short") => Fast::Short,
-        Some("key") => Fast::KeyTaken,
-        Some("held") => {
-            let exp = v["exp"].as_str().ok_or_else(|| bad("expiry"))?;
-            let exp = chrono::NaiveDateTime::parse_from_str(exp, "%Y-%m-%d %H:%M:%S%.f").map_err(|_| bad("expiry"))?;
-            let taken = v["taken"]
-                .as_array()
-                .ok_or_else(|| bad("taken"))?
-                .iter()
-                .map(|t| {
-                    let name = |f: &str| t[f].as_str().ok_or_else(|| bad(f));
-                    let invalid = |e: holdfast_core::Invalid| sqlx::Error::Decode(Box::new(e));
-                    Ok(Taken {
-                        item: name("item")?.parse().map_err(invalid)?,
-                        location: name("location")?.parse().map_err(invalid)?,
-                        count: t["n"].as_u64().ok_or_else(|| bad("n"))? as u32,
-                    })
-                })
-                .collect::<sqlx::Result<Vec<_>>>()?;
-            let id = v["id"].as_i64().ok_or_else(|| bad("id"))?;
-            Fast::Held { id: run::reservation_id(id)?, expires_at: exp.and_utc(), taken }
-        }
-        _ => return Err(bad("outcome")),
-    })
 }
 
 /// Expires the holds a locking read returned as (shop_id, id) rows.
@@ -192,8 +196,10 @@ impl Dialect for My {
     type Db = MySql;
     const BACKEND: Backend = Backend::MySql;
     const ONE_STATEMENT_FAST_PATH: bool = true;
-    const MIGRATIONS: &'static [Migration] =
-        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast", 5 "0005_reserve_batch");
+    const MIGRATIONS: &'static [Migration] = migrations!(
+        1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast", 5 "0005_reserve_batch",
+        6 "0006_drop_reserve_batch"
+    );
     /// DDL commits implicitly; the migrations are written to run again.
     const BEGIN_MIGRATION: &'static str = "BEGIN";
     /// READ COMMITTED for this transaction only (see the module doc for
@@ -287,41 +293,6 @@ impl Dialect for My {
         Ok(Fast::Held { id: run::reservation_id(row.try_get(2)?)?, expires_at: row.try_get(3)?, taken })
     }
 
-    const RESERVE_BATCH: ReserveBatch = ReserveBatch::Statement;
-
-    /// One CALL of the stored procedure of migration 0005.
-    async fn reserve_batch(c: &mut Conn<Self>, reqs: &[&ReserveRequest]) -> sqlx::Result<Batch> {
-        let Some(first) = reqs.first() else { return Ok(Batch::default()) };
-        let batch: Vec<_> = reqs
-            .iter()
-            .map(|r| {
-                json!({
-                    "key": r.key().as_str(),
-                    "fp": r.fingerprint(),
-                    "ttl": r.ttl().as_secs(),
-                    "wants": wants_json(&fast_wants(r)),
-                })
-            })
-            .collect();
-        let batch = serde_json::Value::Array(batch).to_string();
-        let rows =
-            MySql::fetch(c, &tag::sql(raw!("reserve_batch")), &[Arg::Text(first.shop().as_str()), Arg::Text(&batch)])
-                .await?;
-        let row = rows.first().ok_or_else(|| sqlx::Error::Protocol("holdfast_reserve_batch answered no row".into()))?;
-        // By position, as for every CALL (reserve_fast says why).
-        let text = match row.try_get::<String, _>(0) {
-            Ok(s) => s,
-            Err(_) => String::from_utf8(row.try_get::<Vec<u8>, _>(0)?).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-        };
-        let outcomes: Vec<serde_json::Value> =
-            serde_json::from_str(&text).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
-        if outcomes.len() != reqs.len() {
-            return Err(sqlx::Error::Protocol("holdfast_reserve_batch answered another number of requests".into()));
-        }
-        let outcomes = outcomes.iter().map(outcome).collect::<sqlx::Result<Vec<_>>>()?;
-        Ok(Batch { outcomes })
-    }
-
     async fn take_units(
         c: &mut MySqlConnection,
         shop: &ShopId,
@@ -329,6 +300,50 @@ impl Dialect for My {
         waiting: bool,
     ) -> sqlx::Result<Vec<Taken>> {
         take(c, shop, wants, waiting).await
+    }
+
+    async fn pick_units(c: &mut MySqlConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Unit>> {
+        pick(c, shop, wants, false).await
+    }
+
+    async fn delete_units(c: &mut MySqlConnection, shop: &ShopId, units: &[Unit]) -> sqlx::Result<()> {
+        delete(c, shop, units).await
+    }
+
+    async fn keys_used(
+        c: &mut MySqlConnection,
+        shop: &ShopId,
+        keys: &[&IdempotencyKey],
+    ) -> sqlx::Result<Vec<IdempotencyKey>> {
+        Ok(holds_by_key(c, shop, keys).await?.into_keys().collect())
+    }
+
+    async fn insert_holds(
+        c: &mut MySqlConnection,
+        holds: &[(&ReserveRequest, Vec<Allocation>)],
+    ) -> sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>> {
+        let Some((first, _)) = holds.first() else { return Ok(Vec::new()) };
+        let shop = first.shop();
+        let list: Vec<_> = holds
+            .iter()
+            .map(|(r, _)| json!({"key": r.key().as_str(), "fp": r.fingerprint(), "ttl": r.ttl().as_secs()}))
+            .collect();
+        let list = serde_json::Value::Array(list).to_string();
+        MySql::execute(c, &tag::sql(raw!("insert_holds")), &[Arg::Text(shop.as_str()), Arg::Text(&list)]).await?;
+        let keys: Vec<&IdempotencyKey> = holds.iter().map(|(r, _)| r.key()).collect();
+        let made = holds_by_key(c, shop, &keys).await?;
+        let mut out = Vec::with_capacity(holds.len());
+        for (req, _) in holds {
+            out.push(
+                *made
+                    .get(req.key())
+                    .ok_or_else(|| sqlx::Error::Protocol("insert_holds: a hold was not inserted".into()))?,
+            );
+        }
+        let lines: Vec<_> = holds.iter().zip(&out).flat_map(|((_, lines), (id, _))| lines_json(*id, lines)).collect();
+        let lines = serde_json::Value::Array(lines).to_string();
+        MySql::execute(c, &tag::sql(raw!("insert_lines")), &[Arg::Text(shop.as_str()), Arg::Text(&lines)]).await?;
+        Ok(out)
     }
 
     async fn lock_ledgers(
@@ -409,13 +424,8 @@ impl Dialect for My {
             return Ok(None);
         }
         let id = run::reservation_id(done.last_insert_id() as i64)?;
-        let lines: Vec<_> = lines
-            .iter()
-            .map(|l| json!({"item": l.item.as_str(), "location": l.location.as_str(), "qty": l.quantity}))
-            .collect();
-        let lines = serde_json::Value::Array(lines).to_string();
-        let args = [Arg::Text(shop.as_str()), Arg::Int(id.get()), Arg::Text(&lines)];
-        MySql::execute(c, &tag::sql(raw!("insert_lines")), &args).await?;
+        let lines = serde_json::Value::Array(lines_json(id, lines)).to_string();
+        MySql::execute(c, &tag::sql(raw!("insert_lines")), &[Arg::Text(shop.as_str()), Arg::Text(&lines)]).await?;
         // No INSERT … RETURNING on MySQL: read the database's expiry back.
         let head = run::head_of::<Self>(c, shop, id).await?;
         Ok(head.map(|h| (id, h.expires_at)))
@@ -429,7 +439,7 @@ impl Dialect for My {
         state: LineState,
     ) -> sqlx::Result<()> {
         let ids = run::id_list(ids);
-        let args = [Arg::Text(&ids), Arg::Text(status.as_str()), Arg::Text(state.as_str()), Arg::Text(shop.as_str())];
+        let args = [Arg::Text(&ids), Arg::Text(shop.as_str()), Arg::Text(status.as_str()), Arg::Text(state.as_str())];
         MySql::execute(c, &tag::sql(raw!("transition")), &args).await?;
         Ok(())
     }

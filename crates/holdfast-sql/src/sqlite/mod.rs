@@ -10,12 +10,14 @@
 //! connection (see [`pool`]); writers of other processes wait in SQLite's busy
 //! handler for up to [`BUSY_TIMEOUT`].
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, Error, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
+    Allocation, Backend, Error, IdempotencyKey, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use serde_json::json;
 use sqlx::sqlite::{
@@ -24,7 +26,7 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqlitePool};
 
 use crate::ConnectOptions;
-use crate::dialect::{Conn, Dialect, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Want};
+use crate::dialect::{Conn, Dialect, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Unit, Want};
 use crate::driver::{Arg, Driver};
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -104,6 +106,11 @@ async fn move_held(c: &mut SqliteConnection, rows: &[SqliteRow], state: LineStat
     Ok(())
 }
 
+/// A hold's lines as insert_lines.sql reads them.
+fn lines_json(id: ReservationId, lines: &[Allocation]) -> Vec<serde_json::Value> {
+    lines.iter().map(|l| json!([id.get(), l.item.as_str(), l.location.as_str(), l.quantity])).collect()
+}
+
 impl Dialect for Lite {
     type Db = Sqlite;
     const BACKEND: Backend = Backend::Sqlite;
@@ -139,12 +146,29 @@ impl Dialect for Lite {
     }
 
     /// The writer holds the whole database: nothing to skip or wait for.
+    /// Pick and delete: under the write lock nothing can take the rows
+    /// between the two statements.
     async fn take_units(
         c: &mut SqliteConnection,
         shop: &ShopId,
         wants: &[Want],
         _waiting: bool,
     ) -> sqlx::Result<Vec<Taken>> {
+        let units = Self::pick_units(c, shop, wants).await?;
+        if !units.is_empty() {
+            Self::delete_units(c, shop, &units).await?;
+        }
+        let mut taken: Vec<Taken> = Vec::new();
+        for u in units {
+            match taken.iter_mut().find(|t| t.item == u.item && t.location == u.location) {
+                Some(t) => t.count += 1,
+                None => taken.push(Taken { item: u.item, location: u.location, count: 1 }),
+            }
+        }
+        Ok(taken)
+    }
+
+    async fn pick_units(c: &mut SqliteConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Unit>> {
         let want = json!(
             wants
                 .iter()
@@ -152,17 +176,60 @@ impl Dialect for Lite {
                 .collect::<Vec<_>>()
         )
         .to_string();
-        let rows = Sqlite::fetch(c, q!("take_units"), &[Arg::Text(shop.as_str()), Arg::Text(&want)]).await?;
-        let mut taken: Vec<Taken> = Vec::new();
+        let rows = Sqlite::fetch(c, q!("pick_units"), &[Arg::Text(shop.as_str()), Arg::Text(&want)]).await?;
+        rows.iter().map(run::unit::<Sqlite>).collect()
+    }
+
+    async fn delete_units(c: &mut SqliteConnection, shop: &ShopId, units: &[Unit]) -> sqlx::Result<()> {
+        let list = json!(units.iter().map(|u| json!([u.item.as_str(), u.location.as_str(), u.id])).collect::<Vec<_>>())
+            .to_string();
+        Sqlite::execute(c, q!("delete_units"), &[Arg::Text(shop.as_str()), Arg::Text(&list)]).await?;
+        Ok(())
+    }
+
+    async fn keys_used(
+        c: &mut SqliteConnection,
+        shop: &ShopId,
+        keys: &[&IdempotencyKey],
+    ) -> sqlx::Result<Vec<IdempotencyKey>> {
+        let list = json!(keys.iter().map(|k| k.as_str()).collect::<Vec<_>>()).to_string();
+        let rows = Sqlite::fetch(c, q!("keys_used"), &[Arg::Text(shop.as_str()), Arg::Text(&list)]).await?;
+        rows.iter().map(|r| run::name::<Sqlite, IdempotencyKey>(r, "idempotency_key")).collect()
+    }
+
+    async fn insert_holds(
+        c: &mut SqliteConnection,
+        holds: &[(&ReserveRequest, Vec<Allocation>)],
+    ) -> sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>> {
+        let Some((first, _)) = holds.first() else { return Ok(Vec::new()) };
+        let shop = first.shop();
+        let list = json!(
+            holds
+                .iter()
+                .map(|(r, _)| json!([r.key().as_str(), r.fingerprint(), r.ttl().as_secs()]))
+                .collect::<Vec<_>>()
+        )
+        .to_string();
+        let rows = Sqlite::fetch(c, q!("insert_holds"), &[Arg::Text(shop.as_str()), Arg::Text(&list)]).await?;
+        let mut made: HashMap<String, (ReservationId, DateTime<Utc>)> = HashMap::new();
         for r in &rows {
-            let (item, location): (ItemId, LocationId) =
-                (run::name::<Sqlite, _>(r, "item_id")?, run::name::<Sqlite, _>(r, "location_id")?);
-            match taken.iter_mut().find(|t| t.item == item && t.location == location) {
-                Some(t) => t.count += 1,
-                None => taken.push(Taken { item, location, count: 1 }),
-            }
+            made.insert(
+                Sqlite::text(r, "idempotency_key")?,
+                (run::reservation_id(Sqlite::int(r, "id")?)?, Sqlite::time(r, "expires_at")?),
+            );
         }
-        Ok(taken)
+        let mut out = Vec::with_capacity(holds.len());
+        for (req, _) in holds {
+            out.push(
+                *made
+                    .get(req.key().as_str())
+                    .ok_or_else(|| sqlx::Error::Protocol("insert_holds: a hold was not inserted".into()))?,
+            );
+        }
+        let lines: Vec<_> = holds.iter().zip(&out).flat_map(|((_, lines), (id, _))| lines_json(*id, lines)).collect();
+        Sqlite::execute(c, q!("insert_lines"), &[Arg::Text(shop.as_str()), Arg::Text(&json!(lines).to_string())])
+            .await?;
+        Ok(out)
     }
 
     /// One writer at a time: every kind of lock is the write lock this
@@ -220,11 +287,8 @@ impl Dialect for Lite {
             return Ok(None);
         };
         let id = run::reservation_id(Sqlite::int(row, "id")?)?;
-        let lines =
-            json!(lines.iter().map(|l| json!([l.item.as_str(), l.location.as_str(), l.quantity])).collect::<Vec<_>>())
-                .to_string();
-        Sqlite::execute(c, q!("insert_lines"), &[Arg::Text(shop.as_str()), Arg::Int(id.get()), Arg::Text(&lines)])
-            .await?;
+        let lines = json!(lines_json(id, lines)).to_string();
+        Sqlite::execute(c, q!("insert_lines"), &[Arg::Text(shop.as_str()), Arg::Text(&lines)]).await?;
         Ok(Some((id, Sqlite::time(row, "expires_at")?)))
     }
 

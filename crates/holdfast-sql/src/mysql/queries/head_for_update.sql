@@ -7,7 +7,6 @@
 SELECT r.id, r.idempotency_key, r.fingerprint, r.status, r.expires_at,
        r.expires_at <= UTC_TIMESTAMP(6) AS expired
 FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS d
-STRAIGHT_JOIN reservations r ON r.id = d.id
-WHERE r.shop_id = ?
+STRAIGHT_JOIN reservations r ON r.shop_id = ? AND r.id = d.id
 ORDER BY r.id
 FOR UPDATE

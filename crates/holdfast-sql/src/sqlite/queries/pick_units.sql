@@ -1,8 +1,8 @@
--- Reserve, fast path and slow path, and stock decreases: for every wanted
--- (item, location), take up to `qty` free unit rows and delete them, in one
--- statement for the whole cart. ?2 is a JSON array of [item, location, qty];
--- a null location means the first location, in location_id order, that
--- stocks the item.
+-- Reserve (alone and in batches) and stock decreases: for every wanted
+-- (item, location), up to `qty` free unit rows, in one statement for the
+-- whole cart or batch. ?2 is a JSON array of [item, location, qty]; a null
+-- location means the first location, in location_id order, that stocks the
+-- item. delete_units.sql deletes those given away, in the same transaction.
 --
 -- No SKIP LOCKED, and none needed: the transaction began with BEGIN
 -- IMMEDIATE and holds SQLite's single write lock, so no other transaction
@@ -12,9 +12,7 @@
 -- steps through each line's pool in slot order, one primary-key seek per
 -- unit, and stops at `qty` or when the pool runs dry. (Numbering the rows
 -- with row_number() instead reads and sorts the whole pool, up to pool_cap
--- rows, on every reserve: some 300 times slower at pool_cap 1,000.) The rows
--- come back one per unit; the caller counts them, as RETURNING cannot be
--- aggregated in SQLite.
+-- rows, on every reserve: some 300 times slower at pool_cap 1,000.)
 WITH RECURSIVE want AS MATERIALIZED (
     SELECT w.value ->> 0 AS item_id,
            COALESCE(w.value ->> 1, (
@@ -38,7 +36,4 @@ WITH RECURSIVE want AS MATERIALIZED (
     FROM walk
     WHERE walk.id IS NOT NULL AND walk.k < walk.qty
 )
-DELETE FROM reservation_units
-WHERE (shop_id, item_id, location_id, id) IN (
-    SELECT ?1, walk.item_id, walk.location_id, walk.id FROM walk WHERE walk.id IS NOT NULL)
-RETURNING item_id, location_id
+SELECT item_id, location_id, id FROM walk WHERE id IS NOT NULL
