@@ -131,17 +131,6 @@ statements! { $;
     MigrationRecord => "migration_record",
 }
 
-/// How a dialect sends a batch of reserves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ReserveBatch {
-    /// One statement for the batch ([`Dialect::reserve_batch`]).
-    Statement,
-    /// One transaction for the batch, in a fixed number of statements:
-    /// pick the units of the whole batch, deal them out in arrival order,
-    /// delete those given away, insert the holds.
-    Transaction,
-}
-
 /// What a transaction is for; a dialect may begin each kind differently
 /// (isolation level, `BEGIN IMMEDIATE`, read only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,54 +344,29 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         async { Err(sqlx::Error::Protocol("this dialect has no one-statement fast path".into())) }
     }
 
-    /// How a batch of reserves goes to the database (engine/batch.rs).
-    const RESERVE_BATCH: ReserveBatch = ReserveBatch::Transaction;
-
-    /// The fast path of a whole batch of reserves of one shop, in arrival
-    /// order, as one statement (`ReserveBatch::Statement`): each request as
-    /// [`Dialect::reserve_fast`] would have done it, no request taking a unit
-    /// an earlier one in the batch was given. Requests it leaves `Short` or
-    /// `KeyTaken` go on alone afterwards.
-    fn reserve_batch(
-        _c: &mut Conn<Self>,
-        _reqs: &[&ReserveRequest],
-    ) -> impl Future<Output = sqlx::Result<Batch>> + Send {
-        async { Err(sqlx::Error::Protocol("this dialect has no one-statement batch".into())) }
-    }
-
-    /// For a batch in one transaction (`ReserveBatch::Transaction`): up to
-    /// `qty` free unit rows for each want, skipping rows other transactions
-    /// hold, locked but not deleted. The batch deals them out in arrival
-    /// order and deletes those it gives away ([`Dialect::delete_units`]);
-    /// the rest stay in the pool.
+    /// A coalesced batch of reserves (engine/batch.rs) is one transaction of
+    /// the four steps below, a fixed number of statements whatever its size.
+    ///
+    /// Up to `qty` free unit rows for each want, skipping rows other
+    /// transactions hold, locked but not deleted. The batch deals them out in
+    /// arrival order and deletes those it gives away
+    /// ([`Dialect::delete_units`]); the rest stay in the pool.
     fn pick_units(
         c: &mut Conn<Self>,
         shop: &ShopId,
         wants: &[Want],
-    ) -> impl Future<Output = sqlx::Result<Vec<Unit>>> + Send {
-        let _ = (c, shop, wants);
-        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
-    }
+    ) -> impl Future<Output = sqlx::Result<Vec<Unit>>> + Send;
 
     /// Deletes unit rows this transaction picked.
-    fn delete_units(
-        c: &mut Conn<Self>,
-        shop: &ShopId,
-        units: &[Unit],
-    ) -> impl Future<Output = sqlx::Result<()>> + Send {
-        let _ = (c, shop, units);
-        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
-    }
+    fn delete_units(c: &mut Conn<Self>, shop: &ShopId, units: &[Unit])
+    -> impl Future<Output = sqlx::Result<()>> + Send;
 
     /// Which of `keys` are used in `shop` already.
     fn keys_used(
         c: &mut Conn<Self>,
         shop: &ShopId,
         keys: &[&IdempotencyKey],
-    ) -> impl Future<Output = sqlx::Result<Vec<IdempotencyKey>>> + Send {
-        let _ = (c, shop, keys);
-        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
-    }
+    ) -> impl Future<Output = sqlx::Result<Vec<IdempotencyKey>>> + Send;
 
     /// Inserts the holds of a batch (each request, of one shop, with its
     /// lines), whose keys [`Dialect::keys_used`] found free, in a fixed
@@ -412,10 +376,7 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     fn insert_holds(
         c: &mut Conn<Self>,
         holds: &[(&ReserveRequest, Vec<Allocation>)],
-    ) -> impl Future<Output = sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>>> + Send {
-        let _ = (c, holds);
-        async { Err(sqlx::Error::Protocol("this dialect batches in one statement".into())) }
-    }
+    ) -> impl Future<Output = sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>>> + Send;
 
     /// Units of each matching (item, location) that no live hold has, read
     /// in one snapshot without locks. `None`: the dialect has no such cheap

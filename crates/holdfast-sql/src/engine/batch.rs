@@ -1,7 +1,7 @@
 //! The batches of request coalescing (coalesce.rs): a batch of reserves, or
 //! of claims, releases and extends, of one shop goes to the database as one
-//! statement or one transaction, and every request gets the answer it would
-//! have had alone.
+//! transaction of a fixed number of statements, and every request gets the
+//! answer it would have had alone.
 //!
 //! A batch is only ever the *fast* part of each operation, in arrival order.
 //! What a batch cannot settle by itself — a reserve its pool rows did not
@@ -21,7 +21,7 @@ use holdfast_core::{
 use super::reserve::{Verdict, allocations, candidate_spec as candidates, fast_wants, new_hold, verdict};
 use super::settle::Settle;
 use super::{Fail, SqlStore};
-use crate::dialect::{Batch, Dialect, Fast, ReserveBatch, Taken, TxMode, Unit, Want};
+use crate::dialect::{Batch, Dialect, Fast, Taken, TxMode, Unit, Want};
 use crate::tag;
 
 #[cfg(feature = "testing")]
@@ -44,7 +44,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// A batch of reserves of one shop, in arrival order.
     ///
-    /// 1. The batch's fast path (one statement, or one transaction).
+    /// 1. The batch's fast path: one transaction (see [`Self::fast_batch`]).
     /// 2. If some came up short: one transaction refills the pools they
     ///    drew on from the ledger (the slow path's refill, once for all of
     ///    them), and the fast path runs again for them.
@@ -138,13 +138,11 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// One attempt of a batch's fast path: for each request, its hold, or
-    /// why it has none (nothing changed for it).
+    /// why it has none (nothing changed for it). One transaction: the keys
+    /// already used, one pick of the units of the whole batch, the deal (in
+    /// this process, in arrival order: [`Plan::deal`]), one delete of the
+    /// units given away, the holds and their lines inserted set-based.
     async fn fast_batch(&self, reqs: &[&ReserveRequest]) -> Result<Batch, Fail> {
-        if D::RESERVE_BATCH == ReserveBatch::Statement {
-            let mut c = self.pool.acquire().await?;
-            let _lease = tag::Lease::transaction();
-            return Ok(D::reserve_batch(&mut c, reqs).await?);
-        }
         let Some(first) = reqs.first() else { return Ok(Batch::default()) };
         let shop = first.shop();
         let plan = Plan::of(reqs);

@@ -5,14 +5,15 @@
 //! arrays, and a step that is several statements elsewhere is one statement
 //! with writable CTEs here.
 
+use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
+    Allocation, Backend, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row};
 
 use crate::dialect::{
-    Batch, Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, ReserveBatch, Spec, Taken, Want,
+    Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Unit, Want,
 };
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -52,6 +53,7 @@ macro_rules! picked {
 const TAKE_UNITS: &str = picked!(skip_locked!(), "take_units");
 const TAKE_UNITS_WAITING: &str = picked!(wait_locked!(), "take_units");
 const RESERVE_FAST: &str = picked!(skip_locked!(), "reserve_fast");
+const PICK_UNITS: &str = picked!(skip_locked!(), "pick_units_rows");
 
 const LOCK_LEDGERS: &str = concat!(raw!("lock_ledgers"), raw!("candidates"), wait_locked!());
 const LOCK_LEDGERS_SKIP: &str = concat!(raw!("lock_ledgers"), raw!("candidates"), skip_locked!());
@@ -139,55 +141,6 @@ impl Dialect for Pg {
         Ok(Fast::Held { id: run::reservation_id(id)?, expires_at: first.try_get("expires_at")?, taken })
     }
 
-    const RESERVE_BATCH: ReserveBatch = ReserveBatch::Statement;
-
-    async fn reserve_batch(c: &mut Conn<Self>, reqs: &[&ReserveRequest]) -> sqlx::Result<Batch> {
-        let Some(first) = reqs.first() else { return Ok(Batch::default()) };
-        let (mut req_of, mut items, mut locs, mut qtys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (n, req) in reqs.iter().enumerate() {
-            for line in req.lines() {
-                req_of.push(n as i32 + 1);
-                items.push(text(&line.item));
-                locs.push(line.locations.as_ref().map(|v| text(&v[0])));
-                qtys.push(line.quantity.get() as i32);
-            }
-        }
-        let keys: Vec<String> = reqs.iter().map(|r| text(r.key())).collect();
-        let fingerprints: Vec<String> = reqs.iter().map(|r| r.fingerprint()).collect();
-        let ttls: Vec<i64> = reqs.iter().map(|r| r.ttl().as_secs() as i64).collect();
-        let rows = sqlx::query(&tag::sql(raw!("reserve_batch")))
-            .bind(first.shop().as_str())
-            .bind(req_of)
-            .bind(items)
-            .bind(locs)
-            .bind(qtys)
-            .bind(keys)
-            .bind(fingerprints)
-            .bind(ttls)
-            .fetch_all(c)
-            .await?;
-        let mut out: Vec<Fast> = (0..reqs.len()).map(|_| Fast::Short).collect();
-        for r in &rows {
-            let n = <Postgres as crate::driver::Driver>::int(r, "req")? as usize - 1;
-            let slot =
-                out.get_mut(n).ok_or_else(|| sqlx::Error::Protocol("reserve_batch: request out of range".into()))?;
-            match (r.try_get::<bool, _>("fits")?, r.try_get::<Option<i64>, _>("id")?) {
-                (false, _) => {}
-                (true, None) => *slot = Fast::KeyTaken,
-                (true, Some(id)) => {
-                    if !matches!(slot, Fast::Held { .. }) {
-                        let expires_at = r.try_get("expires_at")?;
-                        *slot = Fast::Held { id: run::reservation_id(id)?, expires_at, taken: Vec::new() };
-                    }
-                    if let Fast::Held { taken, .. } = slot {
-                        taken.push(run::taken::<Self>(r)?);
-                    }
-                }
-            }
-        }
-        Ok(Batch { outcomes: out })
-    }
-
     async fn take_units(
         c: &mut PgConnection,
         shop: &ShopId,
@@ -198,6 +151,87 @@ impl Dialect for Pg {
         let sql = tag::sql(if waiting { TAKE_UNITS_WAITING } else { TAKE_UNITS });
         let rows = sqlx::query(&sql).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await?;
         rows.iter().map(run::taken::<Self>).collect()
+    }
+
+    async fn pick_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Unit>> {
+        let (items, locs, qtys) = want_arrays(wants);
+        let rows = sqlx::query(&tag::sql(PICK_UNITS))
+            .bind(shop.as_str())
+            .bind(items)
+            .bind(locs)
+            .bind(qtys)
+            .fetch_all(c)
+            .await?;
+        rows.iter().map(run::unit::<Postgres>).collect()
+    }
+
+    async fn delete_units(c: &mut PgConnection, shop: &ShopId, units: &[Unit]) -> sqlx::Result<()> {
+        let items: Vec<&str> = units.iter().map(|u| u.item.as_str()).collect();
+        let locs: Vec<&str> = units.iter().map(|u| u.location.as_str()).collect();
+        let ids: Vec<i64> = units.iter().map(|u| u.id).collect();
+        sqlx::query(&tag::sql(raw!("delete_units")))
+            .bind(shop.as_str())
+            .bind(items)
+            .bind(locs)
+            .bind(ids)
+            .execute(c)
+            .await?;
+        Ok(())
+    }
+
+    async fn keys_used(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        keys: &[&IdempotencyKey],
+    ) -> sqlx::Result<Vec<IdempotencyKey>> {
+        let keys: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        let rows = sqlx::query(&tag::sql(raw!("keys_used"))).bind(shop.as_str()).bind(keys).fetch_all(c).await?;
+        rows.iter().map(|r| run::name::<Postgres, IdempotencyKey>(r, "idempotency_key")).collect()
+    }
+
+    async fn insert_holds(
+        c: &mut PgConnection,
+        holds: &[(&ReserveRequest, Vec<Allocation>)],
+    ) -> sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>> {
+        let Some((first, _)) = holds.first() else { return Ok(Vec::new()) };
+        let keys: Vec<&str> = holds.iter().map(|(r, _)| r.key().as_str()).collect();
+        let fingerprints: Vec<String> = holds.iter().map(|(r, _)| r.fingerprint()).collect();
+        let ttls: Vec<i64> = holds.iter().map(|(r, _)| r.ttl().as_secs() as i64).collect();
+        let (mut of, mut items, mut locs, mut qtys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (r, lines) in holds {
+            for l in lines {
+                of.push(r.key().as_str());
+                items.push(l.item.as_str());
+                locs.push(l.location.as_str());
+                qtys.push(l.quantity as i32);
+            }
+        }
+        let rows = sqlx::query(&tag::sql(raw!("insert_holds")))
+            .bind(first.shop().as_str())
+            .bind(keys)
+            .bind(fingerprints)
+            .bind(ttls)
+            .bind(of)
+            .bind(items)
+            .bind(locs)
+            .bind(qtys)
+            .fetch_all(c)
+            .await?;
+        let mut made = std::collections::HashMap::new();
+        for r in &rows {
+            made.insert(
+                r.try_get::<String, _>("idempotency_key")?,
+                (run::reservation_id(r.try_get("id")?)?, r.try_get("expires_at")?),
+            );
+        }
+        holds
+            .iter()
+            .map(|(r, _)| {
+                made.get(r.key().as_str())
+                    .copied()
+                    .ok_or_else(|| sqlx::Error::Protocol("insert_holds: a hold was not inserted".into()))
+            })
+            .collect()
     }
 
     async fn lock_ledgers(
