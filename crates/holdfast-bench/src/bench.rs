@@ -99,7 +99,7 @@ pub const DEFAULT_MYSQL_URL: &str = "mysql://root@127.0.0.1:3306/holdfast_bench"
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
 
 /// Creates the database a server URL names, when it does not exist.
-async fn ensure_database(url: &str) -> Result<(), Error> {
+pub(crate) async fn ensure_database(url: &str) -> Result<(), Error> {
     let name = url.rsplit('/').next().unwrap_or_default().split('?').next().unwrap_or_default().to_string();
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Ok(());

@@ -11,3 +11,4 @@ pub mod matrix;
 pub mod proxy;
 pub mod svg;
 pub mod target;
+pub mod verify;

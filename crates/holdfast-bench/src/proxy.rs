@@ -9,16 +9,32 @@
 //! threads, because tokio's timer has a 1 ms resolution and the delays
 //! modelled here are fractions of that; `thread::sleep` is accurate to tens of
 //! microseconds.
+//!
+//! The same proxy injects the network faults of `holdfast bench verify`:
+//! it can cut every open connection (mid-transaction, as a crashed database
+//! or a broken network does), refuse new ones for a while (a database
+//! restarting), and stall all traffic (a network partition that heals).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
+
+#[derive(Debug, Default)]
+struct Control {
+    /// Both ends of every connection opened so far (closed ones included;
+    /// shutting those down again is harmless).
+    open: Mutex<Vec<(TcpStream, TcpStream)>>,
+    refuse: AtomicBool,
+    stall: AtomicBool,
+}
 
 #[derive(Debug)]
 pub struct LatencyProxy {
     addr: SocketAddr,
+    control: Arc<Control>,
 }
 
 impl LatencyProxy {
@@ -27,24 +43,54 @@ impl LatencyProxy {
     pub fn start(upstream: String, delay: Duration) -> std::io::Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
+        let control = Arc::new(Control::default());
+        let ctl = control.clone();
         thread::Builder::new().name("latency-proxy".into()).spawn(move || {
             for client in listener.incoming().flatten() {
+                if ctl.refuse.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
                 let upstream = upstream.clone();
+                let ctl = ctl.clone();
                 thread::spawn(move || {
                     if let Ok(server) = TcpStream::connect(&upstream) {
                         let _ = client.set_nodelay(true);
                         let _ = server.set_nodelay(true);
-                        pipe(&client, &server, delay);
-                        pipe(&server, &client, delay);
+                        if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
+                            let mut open = ctl.open.lock().expect("proxy lock");
+                            open.retain(|(c, _)| c.peer_addr().is_ok());
+                            open.push((a, b));
+                        }
+                        pipe(&client, &server, delay, ctl.clone());
+                        pipe(&server, &client, delay, ctl);
                     }
                 });
             }
         })?;
-        Ok(Self { addr })
+        Ok(Self { addr, control })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Closes every open connection, both ways, wherever its transaction is.
+    pub fn cut(&self) {
+        for (c, s) in self.control.open.lock().expect("proxy lock").drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    /// Refuses (closes at once) new connections while `on`.
+    pub fn refuse(&self, on: bool) {
+        self.control.refuse.store(on, Ordering::SeqCst);
+    }
+
+    /// Holds back all traffic, both ways, while `on`; nothing is lost.
+    pub fn stall(&self, on: bool) {
+        self.control.stall.store(on, Ordering::SeqCst);
     }
 
     /// `url` with its host:port replaced by the proxy's.
@@ -75,8 +121,9 @@ pub fn upstream_of(url: &str) -> Option<String> {
     Some(format!("{}:{port}", if hostport.is_empty() { "127.0.0.1" } else { hostport }))
 }
 
-/// Forwards `from` → `to`, each chunk delayed by `delay`, in order.
-fn pipe(from: &TcpStream, to: &TcpStream, delay: Duration) {
+/// Forwards `from` → `to`, each chunk delayed by `delay`, in order, and
+/// held back while the proxy is stalled.
+fn pipe(from: &TcpStream, to: &TcpStream, delay: Duration, ctl: Arc<Control>) {
     let (Ok(mut reader), Ok(mut writer)) = (from.try_clone(), to.try_clone()) else { return };
     let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
     thread::spawn(move || {
@@ -99,6 +146,9 @@ fn pipe(from: &TcpStream, to: &TcpStream, delay: Duration) {
             if due > now {
                 thread::sleep(due - now);
             }
+            while ctl.stall.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(1));
+            }
             if writer.write_all(&bytes).is_err() {
                 break;
             }
@@ -116,7 +166,7 @@ mod tests {
         assert_eq!(upstream_of("postgres://u@127.0.0.1:5432/db").unwrap(), "127.0.0.1:5432");
         assert_eq!(upstream_of("mysql://root@localhost/db").unwrap(), "localhost:3306");
         assert_eq!(upstream_of("redis://127.0.0.1/").unwrap(), "127.0.0.1:6379");
-        let p = LatencyProxy { addr: "127.0.0.1:9999".parse().unwrap() };
+        let p = LatencyProxy { addr: "127.0.0.1:9999".parse().unwrap(), control: Default::default() };
         assert_eq!(p.rewrite("postgres://u:p@127.0.0.1:5432/db?x=1"), "postgres://u:p@127.0.0.1:9999/db?x=1");
     }
 

@@ -11,7 +11,7 @@ use holdfast_bench::matrix::{self, MatrixOptions};
 use holdfast_core::ConnHold;
 use holdfast_core::{Error, Invalid};
 
-use crate::cli::{DbArgs, FlashSaleArgs, MatrixArgs};
+use crate::cli::{DbArgs, FaultArg, FlashSaleArgs, MatrixArgs, VerifyArgs};
 use crate::output::Printer;
 use crate::{Failure, OrFail};
 
@@ -190,4 +190,140 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
     }
     let clean = medians.iter().all(|m| m.oversold == 0 && m.undersold == 0);
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// `holdfast bench verify`: run and check, or check a recorded history.
+pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
+    use holdfast_bench::verify::{self, Fault, VerifyOptions, history};
+    let json = a.json;
+    let fail = |e: Error| Failure { error: e, json };
+    let io = |what: &str, p: &std::path::Path, e: std::io::Error| {
+        fail(Error::Internal(format!("cannot {what} {}: {e}", p.display())))
+    };
+    let (events, audit_ok) = if let Some(path) = &a.check {
+        let file = std::fs::File::open(path).map_err(|e| io("read", path, e))?;
+        (history::read(std::io::BufReader::new(file)).map_err(|e| io("read", path, e))?, None)
+    } else {
+        if !(a.duration > 0.0 && a.duration <= 86_400.0) {
+            return Err(fail(Invalid::new("duration", "must be 0 to 86400 seconds").into()));
+        }
+        let (lo, hi) = match a.fault_every[..] {
+            [lo, hi] => (lo, hi),
+            [n] => (n, n),
+            _ => (0.0, 0.0),
+        };
+        if !(lo > 0.0 && lo <= hi) {
+            return Err(fail(Invalid::new("fault_every", "give MIN,MAX seconds with 0 < MIN <= MAX").into()));
+        }
+        let ttl = match a.ttl[..] {
+            [lo, hi] => (lo, hi),
+            [n] => (n, n),
+            _ => (0, 0),
+        };
+        if !(ttl.0 >= 1 && ttl.0 <= ttl.1 && ttl.1 <= 86_400) {
+            return Err(fail(Invalid::new("ttl", "give MIN,MAX seconds with 1 <= MIN <= MAX <= 86400").into()));
+        }
+        let faults: Vec<Fault> = a
+            .faults
+            .iter()
+            .filter_map(|f| match f {
+                FaultArg::None => None,
+                FaultArg::Cut => Some(Fault::Cut),
+                FaultArg::Outage => Some(Fault::Outage),
+                FaultArg::Stall => Some(Fault::Stall),
+            })
+            .collect();
+        let tmp = std::env::temp_dir().join(format!("holdfast-verify-{}", std::process::id()));
+        let database_url = match (&db.database_url, a.backend) {
+            (Some(u), _) => u.clone(),
+            (None, BenchBackend::Sqlite) => {
+                std::fs::create_dir_all(&tmp).map_err(|e| io("create", &tmp, e))?;
+                format!("sqlite://{}", tmp.join("verify.db").display())
+            }
+            (None, BenchBackend::Mysql) => bench::DEFAULT_MYSQL_URL.into(),
+            (None, BenchBackend::Postgres) => bench::DEFAULT_POSTGRES_URL.into(),
+            (None, _) => {
+                return Err(fail(Invalid::new("backend", "verify runs holdfast: sqlite, postgres or mysql").into()));
+            }
+        };
+        let faults = if database_url.starts_with("sqlite:") { Vec::new() } else { faults };
+        let opts = VerifyOptions {
+            database_url,
+            store: db.store_config(),
+            clients: a.clients,
+            duration: Duration::from_secs_f64(a.duration),
+            faults,
+            fault_every: (lo, hi),
+            ttl,
+            seed: a.seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            }),
+        };
+        if !json {
+            eprintln!(
+                "recording {} clients for {} s on {} (coalescing {}, faults: {}, seed {})",
+                opts.clients,
+                a.duration,
+                opts.database_url.split('@').next_back().unwrap_or(""),
+                if opts.store.coalesce { "on" } else { "off" },
+                if opts.faults.is_empty() {
+                    "none".to_string()
+                } else {
+                    format!("{:?} every {lo}-{hi} s", opts.faults)
+                },
+                opts.seed
+            );
+        }
+        let run = verify::run(&opts).await.or_fail(json)?;
+        let _ = std::fs::remove_dir_all(&tmp);
+        if let Some(path) = &a.history {
+            let file = std::fs::File::create(path).map_err(|e| io("write", path, e))?;
+            history::write(&run.events, &mut std::io::BufWriter::new(file)).map_err(|e| io("write", path, e))?;
+        }
+        (run.events, Some(run.audit_ok))
+    };
+    let report = verify::check(events).await.or_fail(json)?;
+    Ok(summarize(&report, audit_ok, json))
+}
+
+fn summarize(r: &holdfast_bench::verify::check::Report, audit_ok: Option<bool>, json: bool) -> ExitCode {
+    let ok = r.ok() && audit_ok != Some(false);
+    if json {
+        let v = serde_json::json!({
+            "ok": ok,
+            "operations": r.operations,
+            "unknown": r.unknown,
+            "faults": r.faults,
+            "groups": r.groups,
+            "steps": r.steps,
+            "check_seconds": r.elapsed.as_secs_f64(),
+            "audit_ok": audit_ok,
+            "violations": r.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "{} operations ({} without an answer), {} fault events, {} item groups; checked in {:.2} s ({} steps)",
+            r.operations,
+            r.unknown,
+            r.faults,
+            r.groups,
+            r.elapsed.as_secs_f64(),
+            r.steps
+        );
+        if let Some(a) = audit_ok {
+            println!("audit: {}", if a { "ok" } else { "BREACH" });
+        }
+        for v in &r.violations {
+            println!("VIOLATION {v}");
+        }
+        println!(
+            "{}",
+            if ok { "linearizable: every answer is one a correct inventory gives" } else { "NOT linearizable" }
+        );
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

@@ -282,6 +282,56 @@ pub enum BenchCommand {
     /// Every backend at several concurrencies and latencies, several runs
     /// each; medians into BENCHMARKS.md and plots into docs/bench/.
     Matrix(MatrixArgs),
+    /// Record a checkout workload's history while faults are injected, then
+    /// check every answer against the inventory model (linearizability).
+    /// Exits 1 on a violation.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// holdfast on sqlite|postgres|mysql, on the database --database-url
+    /// names (default: a holdfast_bench database on the local server, or a
+    /// throw-away SQLite file). [default: postgres]
+    #[arg(long, value_enum, default_value = "postgres")]
+    pub backend: holdfast_bench::bench::BenchBackend,
+    /// Seconds the workload runs.
+    #[arg(long, default_value_t = 30.0)]
+    pub duration: f64,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub clients: u32,
+    /// Faults to inject between the store and its database (PostgreSQL and
+    /// MySQL/MariaDB); "none" for none.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "cut,outage,stall")]
+    pub faults: Vec<FaultArg>,
+    /// Seconds between faults: MIN,MAX.
+    #[arg(long, value_delimiter = ',', default_values_t = [10.0, 30.0])]
+    pub fault_every: Vec<f64>,
+    /// Hold lifetimes in seconds: MIN,MAX (1 to 86400). Short ones expire
+    /// during the run, so expiry is part of what is checked.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 3])]
+    pub ttl: Vec<u32>,
+    /// Seed of the workload's and the faults' random choices.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Write the history (JSON lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub history: Option<std::path::PathBuf>,
+    /// Check this recorded history instead of running a workload.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["history"])]
+    pub check: Option<std::path::PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FaultArg {
+    None,
+    Cut,
+    Outage,
+    Stall,
 }
 
 #[derive(Debug, Args)]

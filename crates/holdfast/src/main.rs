@@ -156,6 +156,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::ConnReport(a) => return Ok(holdfast_server::cli::conn_report(a).await),
         Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
+        Command::Bench(cli::BenchCommand::Verify(a)) => return bench::verify(&db, a).await,
         Command::Mode(a) => {
             let json = a.json;
             let database = open_database(&db, None).await.or_fail(json)?;

@@ -218,7 +218,7 @@ impl Dialect for My {
     fn placeholders(stmt: Stmt) -> Option<&'static [usize]> {
         Some(match stmt {
             Stmt::HeadForUpdate | Stmt::Lines => &[1, 0],
-            Stmt::Levels => &[0, 1, 0, 1, 0, 1],
+            Stmt::Levels => &[0, 1, 0, 1, 1, 0, 0, 1],
             Stmt::Audit => &[0, 0, 0, 0, 0, 0],
             Stmt::WriteLedger => &[3, 4, 5, 0, 1, 2],
             Stmt::Refill => &[0, 1, 2, 3, 3, 0, 1, 2, 4],

@@ -1,11 +1,13 @@
 -- Quantities per location with plain reads in one statement (one snapshot),
--- never SKIP LOCKED, which would hide rows that other transactions lock.
+-- never SKIP LOCKED, which would hide rows that other transactions lock. A
+-- hold past its expiry is not reserved, even before a sweep releases it: its
+-- units count as available, as they do for a reserve (available.sql).
 -- MariaDB has no LATERAL, so the per-location sums are grouped derived
 -- tables; SUM over integers is DECIMAL on both servers, hence the CASTs.
 SELECT l.location_id,
        l.on_hand,
-       CAST(l.unpooled + COALESCE(q.returned, 0) + COALESCE(p.n, 0) AS SIGNED) AS available,
-       CAST(COALESCE(q.held, 0) AS SIGNED) AS reserved,
+       CAST(l.unpooled + COALESCE(q.returned, 0) + COALESCE(p.n, 0) + COALESCE(x.lapsed, 0) AS SIGNED) AS available,
+       CAST(COALESCE(q.held, 0) - COALESCE(x.lapsed, 0) AS SIGNED) AS reserved,
        CAST(l.committed + COALESCE(q.committed, 0) AS SIGNED) AS committed
 FROM inventory_levels l
 LEFT JOIN (
@@ -22,5 +24,14 @@ LEFT JOIN (
     WHERE q.shop_id = ? AND q.item_id = ? AND q.state IN ('held', 'committed', 'returned')
     GROUP BY q.location_id
 ) q ON q.location_id = l.location_id
+LEFT JOIN (
+    -- Driven by the expired holds (reservations_due).
+    SELECT q.location_id, SUM(q.quantity) AS lapsed
+    FROM reservations r
+    JOIN reserved_quantities q
+      ON q.shop_id = r.shop_id AND q.reservation_id = r.id AND q.item_id = ? AND q.state = 'held'
+    WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) AND r.shop_id = ?
+    GROUP BY q.location_id
+) x ON x.location_id = l.location_id
 WHERE l.shop_id = ? AND l.item_id = ?
 ORDER BY l.location_id

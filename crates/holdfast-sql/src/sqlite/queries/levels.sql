@@ -1,10 +1,12 @@
 -- Quantities per location with plain reads in one statement (one snapshot).
 -- SQLite has no LATERAL: the pool and the open holds of the item are grouped
--- by location once and joined.
+-- by location once and joined. A hold past its expiry is not reserved, even
+-- before a sweep releases it: its units count as available, as they do for a
+-- reserve, which may take them.
 SELECT l.location_id,
        l.on_hand,
-       l.unpooled + COALESCE(q.returned, 0) + COALESCE(p.n, 0) AS available,
-       COALESCE(q.held, 0) AS reserved,
+       l.unpooled + COALESCE(q.returned, 0) + COALESCE(p.n, 0) + COALESCE(x.lapsed, 0) AS available,
+       COALESCE(q.held, 0) - COALESCE(x.lapsed, 0) AS reserved,
        l.committed + COALESCE(q.committed, 0) AS committed
 FROM inventory_levels l
 LEFT JOIN (
@@ -22,5 +24,14 @@ LEFT JOIN (
     WHERE q.shop_id = ?1 AND q.item_id = ?2 AND q.state IN ('held', 'committed', 'returned')
     GROUP BY q.location_id
 ) q ON q.location_id = l.location_id
+LEFT JOIN (
+    -- Driven by the expired holds (reservations_due).
+    SELECT q.location_id, sum(q.quantity) AS lapsed
+    FROM reservations r
+    JOIN reserved_quantities q
+      ON q.shop_id = r.shop_id AND q.reservation_id = r.id AND q.item_id = ?2 AND q.state = 'held'
+    WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 AND r.shop_id = ?1
+    GROUP BY q.location_id
+) x ON x.location_id = l.location_id
 WHERE l.shop_id = ?1 AND l.item_id = ?2
 ORDER BY l.location_id

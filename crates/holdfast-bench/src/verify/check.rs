@@ -1,0 +1,878 @@
+//! The linearizability checker: is there one order of a history's
+//! operations, consistent with real time, in which every answer is what the
+//! model ([`super::model`]) gives?
+//!
+//! The search is Wing & Gong's with Lowe's memo of (operations taken, model
+//! state) pairs already explored, run separately on each group of items that
+//! no operation spans (P-compositionality: the history is linearizable iff
+//! every group's sub-history is).
+//!
+//! Operations whose answer was lost (a timeout, a cut connection, a `503`)
+//! may or may not have taken effect, at any moment after they were invoked.
+//! The search takes such an operation only where it is needed: at a dead end
+//! (an operation returned that no order explains), it tries each lost
+//! operation that makes one of the pending answers right, and backtracks
+//! when none does.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::history::{Answer, Call, Event};
+use super::model::{Model, Op, items_of};
+
+/// A history the model cannot explain.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    /// The operation no order could explain, at the search's furthest point.
+    pub op: Op,
+    /// What the model would have answered instead.
+    pub why: String,
+    /// The model's quantities of the group's items at that point.
+    pub state: String,
+    /// The operations linearized just before it, and those concurrent with it.
+    pub before: Vec<Op>,
+    pub concurrent: Vec<Op>,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "no order of the history explains op {} (client {}): {:?}",
+            self.op.n, self.op.client, self.op.call
+        )?;
+        writeln!(f, "  answered: {:?}", self.op.answer)?;
+        writeln!(f, "  the model says: {}", self.why)?;
+        writeln!(f, "  model state before it:\n{}", self.state.trim_end())?;
+        writeln!(f, "  last operations taken before it:")?;
+        for o in &self.before {
+            writeln!(f, "    {}", describe(o))?;
+        }
+        writeln!(f, "  operations concurrent with it:")?;
+        for o in &self.concurrent {
+            writeln!(f, "    {}", describe(o))?;
+        }
+        Ok(())
+    }
+}
+
+fn describe(o: &Op) -> String {
+    let end = if o.completed == i64::MAX { "never".to_string() } else { o.completed.to_string() };
+    format!("op {} client {} [{} .. {}] {:?} -> {:?}", o.n, o.client, o.invoked, end, o.call, o.answer)
+}
+
+/// What a check found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub operations: usize,
+    /// Operations whose answer was lost.
+    pub unknown: usize,
+    pub faults: usize,
+    /// Independent groups of items checked.
+    pub groups: usize,
+    /// Search steps taken (model steps tried).
+    pub steps: u64,
+    pub elapsed: Duration,
+    pub violations: Vec<Violation>,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Pairs each invoke with its completion; an invoke without one is lost.
+pub fn operations(events: &[Event]) -> (Vec<Op>, usize) {
+    let mut open: HashMap<u64, Op> = HashMap::new();
+    let mut done = Vec::new();
+    let mut faults = 0;
+    for e in events {
+        match e {
+            Event::Invoke { at, op, client, call } => {
+                open.insert(
+                    *op,
+                    Op {
+                        n: *op,
+                        client: *client,
+                        call: call.clone(),
+                        answer: Answer::Unknown { reason: "no answer recorded".into() },
+                        invoked: *at,
+                        completed: i64::MAX,
+                    },
+                );
+            }
+            Event::Complete { at, op, answer } => {
+                if let Some(mut o) = open.remove(op) {
+                    o.answer = answer.clone();
+                    if !o.unknown() {
+                        o.completed = *at;
+                    }
+                    done.push(o);
+                }
+            }
+            Event::Fault { .. } => faults += 1,
+        }
+    }
+    done.extend(open.into_values());
+    done.sort_by_key(|o| (o.invoked, o.n));
+    (done, faults)
+}
+
+/// Checks a whole history.
+pub fn check(events: &[Event]) -> Report {
+    let started = Instant::now();
+    let (ops, faults) = operations(events);
+    let mut report = Report { operations: ops.len(), faults, ..Report::default() };
+    report.unknown = ops.iter().filter(|o| o.unknown()).count();
+
+    // The items of each reservation id, from every answer that names it.
+    let mut items_of_id: HashMap<i64, Vec<String>> = HashMap::new();
+    for o in &ops {
+        if let Answer::Reservation(h) = &o.answer {
+            let e = items_of_id.entry(h.id).or_default();
+            for a in &h.lines {
+                if !e.contains(&a.item) {
+                    e.push(a.item.clone());
+                }
+            }
+        }
+    }
+    let items = |o: &Op| -> Vec<String> {
+        match &o.call {
+            Call::Claim { id } | Call::Release { id } | Call::Extend { id, .. } => {
+                items_of_id.get(id).cloned().unwrap_or_default()
+            }
+            other => items_of(other),
+        }
+    };
+
+    // Union-find over items.
+    let mut parent: HashMap<String, String> = HashMap::new();
+    fn find(p: &mut HashMap<String, String>, x: &str) -> String {
+        let up = p.get(x).cloned().unwrap_or_else(|| x.to_string());
+        if up == x {
+            p.entry(x.to_string()).or_insert(up.clone());
+            return up;
+        }
+        let root = find(p, &up);
+        p.insert(x.to_string(), root.clone());
+        root
+    }
+    for o in &ops {
+        let its = items(o);
+        if let Some(first) = its.first() {
+            let a = find(&mut parent, first);
+            for i in &its[1..] {
+                let b = find(&mut parent, i);
+                if a != b {
+                    parent.insert(b, a.clone());
+                }
+            }
+        }
+    }
+    let mut groups: BTreeMap<String, Vec<Op>> = BTreeMap::new();
+    for o in ops {
+        // A settle of an id no answer ever named has no items: it must be
+        // `not_found`, which an empty model checks.
+        let root = match items(&o).first() {
+            Some(i) => find(&mut parent, i),
+            None => String::new(),
+        };
+        groups.entry(root).or_default().push(o);
+    }
+    report.groups = groups.len();
+    for (_, group) in groups {
+        let (steps, result) = search(group.clone());
+        report.steps += steps;
+        if result.is_err() {
+            let (steps, v) = smallest_failing_prefix(&group);
+            report.steps += steps;
+            report.violations.push(*v);
+        }
+    }
+    report.elapsed = started.elapsed();
+    report
+}
+
+/// The group's history cut at time `t`: what was invoked by then, with
+/// the answers that came after it taken as lost.
+fn prefix(ops: &[Op], t: i64) -> Vec<Op> {
+    ops.iter()
+        .filter(|o| o.invoked <= t)
+        .map(|o| {
+            let mut o = o.clone();
+            if o.completed > t {
+                o.completed = i64::MAX;
+                o.answer = Answer::Unknown { reason: "answered after the cut".into() };
+            }
+            o
+        })
+        .collect()
+}
+
+/// A failing group cut at the earliest answer that no order explains: every
+/// prefix of a linearizable history is linearizable, so a binary search over
+/// the answers' times finds the first one after which the prefix fails.
+/// The violation names that answer, with the search's account of it.
+fn smallest_failing_prefix(ops: &[Op]) -> (u64, Box<Violation>) {
+    let mut times: Vec<i64> = ops.iter().filter(|o| !o.unknown()).map(|o| o.completed).collect();
+    times.sort();
+    times.dedup();
+    let (mut lo, mut hi) = (0usize, times.len() - 1);
+    let mut steps = 0;
+    let mut failing = None;
+    // Invariant: the prefix at times[hi] fails (the whole group does).
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let (n, r) = search(prefix(ops, times[mid]));
+        steps += n;
+        match r {
+            Ok(()) => lo = mid + 1,
+            Err(v) => {
+                hi = mid;
+                failing = Some(v);
+            }
+        }
+    }
+    let cut = prefix(ops, times[hi]);
+    let mut v = match failing {
+        Some(v) if hi == lo => v,
+        _ => {
+            let (n, r) = search(cut.clone());
+            steps += n;
+            r.expect_err("the whole group fails")
+        }
+    };
+    // The answer that tips the prefix over.
+    if let Some(culprit) = ops.iter().find(|o| o.completed == times[hi]) {
+        if culprit.n != v.op.n {
+            v.why = format!(
+                "{} (the search got furthest at op {}: {})",
+                "this is the earliest answer no order explains", v.op.n, v.why
+            );
+            v.op = culprit.clone();
+        }
+        v.concurrent = ops
+            .iter()
+            .filter(|x| x.n != culprit.n && x.invoked <= culprit.completed && x.completed >= culprit.invoked)
+            .take(40)
+            .cloned()
+            .collect();
+    }
+    (steps, v)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Call(usize),
+    Ret(usize),
+}
+
+#[derive(Debug)]
+struct Node {
+    kind: Kind,
+    prev: usize,
+    next: usize,
+}
+
+/// A doubly linked list of call and return entries in time order, from
+/// which entries are lifted and put back in stack order.
+struct Entries {
+    nodes: Vec<Node>,
+    /// Node of each definite op's call and return.
+    call_of: Vec<usize>,
+    ret_of: Vec<usize>,
+}
+
+const HEAD: usize = 0;
+
+impl Entries {
+    fn new(ops: &[Op], definite: &[usize]) -> Self {
+        let mut evs: Vec<(i64, u8, Kind)> = Vec::new();
+        for (i, &o) in definite.iter().enumerate() {
+            // On equal times calls sort first: the two are then concurrent,
+            // the reading that allows more orders.
+            evs.push((ops[o].invoked, 0, Kind::Call(i)));
+            evs.push((ops[o].completed, 1, Kind::Ret(i)));
+        }
+        evs.sort_by_key(|e| (e.0, e.1));
+        let n = evs.len();
+        let mut nodes = vec![Node { kind: Kind::Call(usize::MAX), prev: n, next: 1 }];
+        let mut call_of = vec![0; definite.len()];
+        let mut ret_of = vec![0; definite.len()];
+        for (k, (_, _, kind)) in evs.into_iter().enumerate() {
+            let idx = k + 1;
+            match kind {
+                Kind::Call(i) => call_of[i] = idx,
+                Kind::Ret(i) => ret_of[i] = idx,
+            }
+            nodes.push(Node { kind, prev: idx - 1, next: if idx == n { HEAD } else { idx + 1 } });
+        }
+        if n == 0 {
+            nodes[HEAD].next = HEAD;
+            nodes[HEAD].prev = HEAD;
+        } else {
+            nodes[HEAD].prev = n;
+        }
+        Self { nodes, call_of, ret_of }
+    }
+
+    fn first(&self) -> usize {
+        self.nodes[HEAD].next
+    }
+
+    fn unlink(&mut self, x: usize) {
+        let (p, n) = (self.nodes[x].prev, self.nodes[x].next);
+        self.nodes[p].next = n;
+        self.nodes[n].prev = p;
+    }
+
+    fn relink(&mut self, x: usize) {
+        let (p, n) = (self.nodes[x].prev, self.nodes[x].next);
+        self.nodes[p].next = x;
+        self.nodes[n].prev = x;
+    }
+
+    fn lift(&mut self, i: usize) {
+        self.unlink(self.call_of[i]);
+        self.unlink(self.ret_of[i]);
+    }
+
+    fn unlift(&mut self, i: usize) {
+        self.relink(self.ret_of[i]);
+        self.relink(self.call_of[i]);
+    }
+}
+
+/// What the search took at one step.
+#[derive(Debug, Clone, Copy)]
+enum Taken {
+    /// A definite op (index into `definite`).
+    Op(usize),
+    /// A lost op (index into `ghosts`), taken at the dead end of return `at`.
+    Ghost(usize, usize),
+}
+
+#[derive(Debug)]
+struct Frame {
+    taken: Taken,
+    choice: usize,
+    mark: usize,
+    lin: u64,
+}
+
+fn zobrist(i: usize, ghost: bool) -> u64 {
+    let mut z = (i as u64).wrapping_mul(2).wrapping_add(ghost as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Searches one group. Returns the steps taken and the verdict.
+fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
+    let definite: Vec<usize> = (0..ops.len()).filter(|&i| !ops[i].unknown()).collect();
+    let ghosts: Vec<usize> = (0..ops.len()).filter(|&i| ops[i].unknown()).collect();
+    let mut entries = Entries::new(&ops, &definite);
+    let mut model = Model::new();
+    let mut memo: HashSet<(u64, u64)> = HashSet::new();
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut ghost_used = vec![false; ghosts.len()];
+    let mut lin: u64 = 0;
+    let mut steps: u64 = 0;
+    let mut taken_definite = 0usize;
+    // The furthest dead end: (definite ops taken, the op, why, state, before).
+    let mut worst: Option<(usize, usize, String, String, Vec<usize>)> = None;
+
+    // Tries op `o` with its choices below `below`, most expired holds
+    // first (what a sweep or a locking read leaves); on success leaves the
+    // model changed and returns the choice taken.
+    let try_op = |model: &mut Model, steps: &mut u64, o: &Op, below: usize| -> Option<usize> {
+        let its = op_items(model, o);
+        let due = model.due(o, &its);
+        for choice in Model::choices(&due).rev().filter(|&c| c < below) {
+            let mark = model.mark();
+            *steps += 1;
+            if model.step(o, &due, choice).is_ok() {
+                return Some(choice);
+            }
+            model.undo(mark);
+        }
+        None
+    };
+
+    let mut node = entries.first();
+    let mut from = usize::MAX;
+    loop {
+        if node == HEAD {
+            return (steps, Ok(()));
+        }
+        match entries.nodes[node].kind {
+            Kind::Call(i) => {
+                let o = &ops[definite[i]];
+                let mut below = from;
+                let mut pushed = false;
+                loop {
+                    let mark = model.mark();
+                    let Some(choice) = try_op(&mut model, &mut steps, o, below) else { break };
+                    let next_lin = lin ^ zobrist(i, false);
+                    if memo.insert((next_lin, model.hash())) {
+                        stack.push(Frame { taken: Taken::Op(i), choice, mark, lin });
+                        lin = next_lin;
+                        entries.lift(i);
+                        taken_definite += 1;
+                        pushed = true;
+                        break;
+                    }
+                    // Explored already: its other choices, if any.
+                    model.undo(mark);
+                    below = choice;
+                }
+                from = usize::MAX;
+                node = if pushed { entries.first() } else { entries.nodes[node].next };
+            }
+            Kind::Ret(r) => {
+                // Dead end: op `r` returned and no order so far takes it.
+                let r_op = &ops[definite[r]];
+                if worst.as_ref().is_none_or(|w| taken_definite >= w.0) {
+                    let its = op_items(&model, r_op);
+                    let due = model.due(r_op, &its);
+                    let mark = model.mark();
+                    let why = model.step(r_op, &due, *Model::choices(&due).end()).err().unwrap_or_default();
+                    model.undo(mark);
+                    let before: Vec<usize> = stack
+                        .iter()
+                        .rev()
+                        .map(|f| match f.taken {
+                            Taken::Op(i) => definite[i],
+                            Taken::Ghost(g, _) => ghosts[g],
+                        })
+                        .take(12)
+                        .collect();
+                    worst = Some((taken_definite, definite[r], why, model.describe(&its), before));
+                }
+                let mut resume: Option<(usize, usize)> = Some((0, usize::MAX));
+                loop {
+                    let found = match resume.take() {
+                        Some((g0, c0)) => try_ghosts(
+                            &ops,
+                            &ghosts,
+                            &ghost_used,
+                            &entries,
+                            &definite,
+                            node,
+                            &mut model,
+                            &mut steps,
+                            g0,
+                            c0,
+                        ),
+                        None => None,
+                    };
+                    if let Some((g, choice, mark)) = found {
+                        let next_lin = lin ^ zobrist(g, true);
+                        if memo.insert((next_lin, model.hash())) {
+                            stack.push(Frame { taken: Taken::Ghost(g, node), choice, mark, lin });
+                            lin = next_lin;
+                            ghost_used[g] = true;
+                            node = entries.first();
+                            from = usize::MAX;
+                            break;
+                        }
+                        model.undo(mark);
+                        resume = Some((g, choice));
+                        continue;
+                    }
+                    let Some(f) = stack.pop() else {
+                        let (_, o, why, state, before) = worst.expect("a dead end was recorded");
+                        let op = ops[o].clone();
+                        let concurrent = ops
+                            .iter()
+                            .filter(|x| x.n != op.n && x.invoked <= op.completed && x.completed >= op.invoked)
+                            .take(40)
+                            .cloned()
+                            .collect();
+                        let before = before.into_iter().rev().map(|i| ops[i].clone()).collect();
+                        return (steps, Err(Box::new(Violation { op, why, state, before, concurrent })));
+                    };
+                    model.undo(f.mark);
+                    lin = f.lin;
+                    match f.taken {
+                        Taken::Op(i) => {
+                            entries.unlift(i);
+                            taken_definite -= 1;
+                            // The same op with its other choices, then the
+                            // entries after it.
+                            node = entries.call_of[i];
+                            from = f.choice;
+                            break;
+                        }
+                        Taken::Ghost(g, at) => {
+                            ghost_used[g] = false;
+                            node = at;
+                            resume = Some((g, f.choice));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The items an op touches in the model's eyes.
+fn op_items(_model: &Model, o: &Op) -> Vec<String> {
+    match &o.call {
+        Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } => Vec::new(),
+        other => items_of(other),
+    }
+}
+
+/// At the dead end of return node `at`: the first lost op (from ghost `g0`,
+/// its choices below `c0`, on) invoked before that return which, taken now, makes one
+/// of the pending answers right. Leaves it applied; returns it, its choice
+/// and the mark to undo it.
+#[allow(clippy::too_many_arguments)]
+fn try_ghosts(
+    ops: &[Op],
+    ghosts: &[usize],
+    used: &[bool],
+    entries: &Entries,
+    definite: &[usize],
+    at: usize,
+    model: &mut Model,
+    steps: &mut u64,
+    g0: usize,
+    c0: usize,
+) -> Option<(usize, usize, usize)> {
+    let Kind::Ret(r) = entries.nodes[at].kind else { return None };
+    let deadline = ops[definite[r]].completed;
+    // The pending definite ops: calls before the first return.
+    let mut pending = Vec::new();
+    let mut n = entries.first();
+    while n != HEAD {
+        match entries.nodes[n].kind {
+            Kind::Call(i) => pending.push(definite[i]),
+            Kind::Ret(_) => break,
+        }
+        n = entries.nodes[n].next;
+    }
+    for g in g0..ghosts.len() {
+        let o = &ops[ghosts[g]];
+        if o.invoked > deadline {
+            break;
+        }
+        if used[g] {
+            continue;
+        }
+        let its = op_items(model, o);
+        let due = model.due(o, &its);
+        for choice in Model::choices(&due).rev() {
+            if g == g0 && choice >= c0 {
+                continue;
+            }
+            let mark = model.mark();
+            *steps += 1;
+            if model.step(o, &due, choice).is_ok() && changes(model, mark) && enables(model, ops, &pending, steps) {
+                return Some((g, choice, mark));
+            }
+            model.undo(mark);
+        }
+    }
+    None
+}
+
+fn changes(model: &Model, mark: usize) -> bool {
+    model.mark() > mark
+}
+
+/// Some pending op can be taken in the model's present state.
+fn enables(model: &mut Model, ops: &[Op], pending: &[usize], steps: &mut u64) -> bool {
+    for &p in pending {
+        let o = &ops[p];
+        let its = op_items(model, o);
+        let due = model.due(o, &its);
+        for choice in Model::choices(&due) {
+            let mark = model.mark();
+            *steps += 1;
+            let ok = model.step(o, &due, choice).is_ok();
+            model.undo(mark);
+            if ok {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    //! The checker checks itself: hand-made histories with a known bug each
+    //! must be refused, and correct ones that only some order explains must
+    //! pass.
+    use super::*;
+    use crate::verify::history::{Alloc, Held, Line, Qty, Short};
+
+    const S: i64 = 1_000_000;
+
+    /// Builds a history; times are in milliseconds from an epoch far from
+    /// any expiry.
+    #[derive(Default)]
+    struct H {
+        events: Vec<Event>,
+        n: u64,
+    }
+
+    impl H {
+        fn op(&mut self, client: u32, from_ms: i64, to_ms: Option<i64>, call: Call, answer: Answer) -> &mut Self {
+            self.n += 1;
+            let at = 1_000 * S + from_ms * 1_000;
+            self.events.push(Event::Invoke { at, op: self.n, client, call });
+            if let Some(to) = to_ms {
+                self.events.push(Event::Complete { at: 1_000 * S + to * 1_000, op: self.n, answer });
+            } else {
+                self.events.push(Event::Complete { at, op: self.n, answer: Answer::Unknown { reason: "lost".into() } });
+            }
+            self
+        }
+
+        fn stock(&mut self, from: i64, to: i64, n: i64, after: Qty) -> &mut Self {
+            self.op(
+                0,
+                from,
+                Some(to),
+                Call::Stock { item: "i".into(), location: "a".into(), change: "set".into(), n },
+                Answer::Level { location: "a".into(), qty: after },
+            )
+        }
+
+        fn check(&mut self) -> Report {
+            self.events.sort_by_key(|e| match e {
+                Event::Invoke { at, .. } | Event::Complete { at, .. } | Event::Fault { at, .. } => *at,
+            });
+            check(&self.events)
+        }
+    }
+
+    fn q(on_hand: i64, reserved: i64, committed: i64) -> Qty {
+        Qty { on_hand, available: on_hand - reserved - committed, reserved, committed }
+    }
+
+    fn reserve(key: &str, qty: u32) -> Call {
+        Call::Reserve {
+            key: key.into(),
+            lines: vec![Line { item: "i".into(), qty, locations: Some(vec!["a".into()]) }],
+            ttl: 60,
+            partial: false,
+            split: false,
+        }
+    }
+
+    fn held(id: i64, qty: u32, from_ms: i64, created: bool) -> Answer {
+        Answer::Reservation(Held {
+            id,
+            status: "held".into(),
+            expires_at: 1_000 * S + from_ms * 1_000 + 60 * S + 500,
+            lines: vec![Alloc { item: "i".into(), location: "a".into(), qty }],
+            created: Some(created),
+        })
+    }
+
+    fn short(requested: u32, available: u32) -> Answer {
+        Answer::Refused {
+            code: "insufficient_stock".into(),
+            lines: vec![Short { item: "i".into(), requested, available }],
+        }
+    }
+
+    #[test]
+    fn a_correct_history_passes() {
+        let r = H::default()
+            .stock(0, 1, 2, q(2, 0, 0))
+            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
+            .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
+            .op(3, 30, Some(32), reserve("k3", 1), short(1, 0))
+            .op(1, 40, Some(41), reserve("k1", 1), held(7, 1, 10, false))
+            .op(
+                3,
+                50,
+                Some(52),
+                Call::Levels { item: "i".into() },
+                Answer::Levels { locations: vec![("a".into(), q(2, 2, 0))] },
+            )
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        assert_eq!((r.operations, r.groups), (6, 1));
+    }
+
+    #[test]
+    fn concurrent_answers_pass_in_the_order_that_explains_them() {
+        // Invoked first, answered `insufficient`: only right if the other
+        // reserve, concurrent with it, took the last unit first.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, Some(30), reserve("k1", 1), short(1, 0))
+            .op(2, 11, Some(20), reserve("k2", 1), held(5, 1, 11, true))
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn finds_an_undersell() {
+        // A unit was free and nothing else ran: `insufficient` is wrong.
+        let r = H::default()
+            .stock(0, 1, 2, q(2, 0, 0))
+            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
+            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
+            .check();
+        assert_eq!(r.violations.len(), 1);
+        assert_eq!(r.violations[0].op.n, 3, "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn finds_an_oversell() {
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
+            .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
+            .check();
+        assert_eq!(r.violations.len(), 1);
+        assert_eq!(r.violations[0].op.n, 3, "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn finds_a_wrong_replay() {
+        // The replay of k1 answers another reservation's id.
+        let r = H::default()
+            .stock(0, 1, 5, q(5, 0, 0))
+            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
+            .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
+            .op(1, 30, Some(32), reserve("k1", 1), held(8, 1, 20, false))
+            .check();
+        assert_eq!(r.violations.len(), 1);
+        assert_eq!(r.violations[0].op.n, 4, "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn finds_a_stale_read() {
+        // The read starts after the hold was answered, yet misses it.
+        let r = H::default()
+            .stock(0, 1, 5, q(5, 0, 0))
+            .op(1, 10, Some(12), reserve("k1", 2), held(7, 2, 10, true))
+            .op(
+                2,
+                20,
+                Some(22),
+                Call::Levels { item: "i".into() },
+                Answer::Levels { locations: vec![("a".into(), q(5, 0, 0))] },
+            )
+            .check();
+        assert_eq!(r.violations.len(), 1);
+        assert_eq!(r.violations[0].op.n, 3, "{}", r.violations[0]);
+        // The same read concurrent with the reserve may see either side.
+        let r = H::default()
+            .stock(0, 1, 5, q(5, 0, 0))
+            .op(1, 10, Some(30), reserve("k1", 2), held(7, 2, 10, true))
+            .op(
+                2,
+                20,
+                Some(22),
+                Call::Levels { item: "i".into() },
+                Answer::Levels { locations: vec![("a".into(), q(5, 0, 0))] },
+            )
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn a_lost_answer_may_have_taken_effect() {
+        // The first attempt's answer was lost; it did hold the unit, as the
+        // retry's replay shows, and the other buyer was rightly refused.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, None, reserve("k1", 1), Answer::Unknown { reason: "lost".into() })
+            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
+            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        // Or it did not: then the unit was free for the other buyer.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, None, reserve("k1", 1), Answer::Unknown { reason: "lost".into() })
+            .op(2, 20, Some(22), reserve("k2", 1), held(3, 1, 20, true))
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        // But a replay cannot answer a reservation nothing created.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(2, 20, Some(22), reserve("k2", 1), held(3, 1, 20, true))
+            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
+            .check();
+        assert_eq!(r.violations.len(), 1, "a replay of a key never used passed");
+    }
+
+    #[test]
+    fn expiry_is_checked() {
+        let hold = |id, expires_at: i64| {
+            Answer::Reservation(Held {
+                id,
+                status: "held".into(),
+                expires_at,
+                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
+                created: Some(true),
+            })
+        };
+        let short_ttl = |key: &str| Call::Reserve {
+            key: key.into(),
+            lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
+            ttl: 1,
+            partial: false,
+            split: false,
+        };
+        let t0 = 1_000 * S;
+        let claimed = Answer::Reservation(Held {
+            id: 4,
+            status: "claimed".into(),
+            expires_at: t0 + 10_000 + S,
+            lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
+            created: None,
+        });
+        // Claimed two seconds after a 1 s hold expired: wrong.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, Some(11), short_ttl("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 3_000, Some(3_002), Call::Claim { id: 4 }, claimed.clone())
+            .check();
+        assert_eq!(r.violations.len(), 1, "a claim after expiry passed");
+        // Refused as expired, and the unit is free again for the next buyer.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, Some(11), short_ttl("k"), hold(4, t0 + 10_000 + S))
+            .op(
+                1,
+                3_000,
+                Some(3_002),
+                Call::Claim { id: 4 },
+                Answer::Refused { code: "reservation_expired".into(), lines: vec![] },
+            )
+            .op(2, 3_010, Some(3_012), short_ttl("k2"), hold(5, t0 + 3_010_000 + S))
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        // In time, the claim stands.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, Some(11), short_ttl("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 500, Some(502), Call::Claim { id: 4 }, claimed)
+            .op(2, 3_010, Some(3_012), short_ttl("k2"), short(1, 0))
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn histories_round_trip_through_json_lines() {
+        let mut h = H::default();
+        h.stock(0, 1, 2, q(2, 0, 0)).op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true));
+        let mut buf = Vec::new();
+        crate::verify::history::write(&h.events, &mut buf).unwrap();
+        let back = crate::verify::history::read(&buf[..]).unwrap();
+        assert_eq!(back, h.events);
+    }
+}

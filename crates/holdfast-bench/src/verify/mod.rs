@@ -1,0 +1,175 @@
+//! `holdfast bench verify`: a checkout workload recorded as a history while
+//! faults are injected, then checked for linearizability against the
+//! inventory model (README, "How holdfast is verified").
+
+pub mod check;
+pub mod history;
+pub mod model;
+pub mod workload;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use holdfast_core::{Error, Invalid, ShopId, Store};
+use holdfast_sql::{ConnectOptions, StoreConfig};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::proxy::{LatencyProxy, upstream_of};
+use history::{Event, Recorder};
+use workload::Workload;
+
+/// A fault the run injects between the store and its database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// Close every open database connection, wherever its transaction is.
+    Cut,
+    /// Close every connection and refuse new ones for 0.5–3 s: what a
+    /// database restart looks like from the service.
+    Outage,
+    /// Hold back all traffic for 0.5–3 s, then let it through.
+    Stall,
+}
+
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    pub database_url: String,
+    pub store: StoreConfig,
+    pub clients: u32,
+    pub duration: Duration,
+    pub faults: Vec<Fault>,
+    /// Seconds between faults, drawn from this range.
+    pub fault_every: (f64, f64),
+    /// Hold lifetimes in seconds, drawn from this range (≥ 1).
+    pub ttl: (u32, u32),
+    pub seed: u64,
+}
+
+/// What a run recorded.
+#[derive(Debug)]
+pub struct Recorded {
+    pub events: Vec<Event>,
+    /// The store's own audit of the run's shop at the end.
+    pub audit_ok: bool,
+}
+
+/// Runs the workload with faults for the given duration; [`check`] checks
+/// what it recorded.
+pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
+    let run_id = format!("{:x}", rand::random::<u32>());
+    if !opts.database_url.starts_with("sqlite:") {
+        crate::bench::ensure_database(&opts.database_url).await?;
+    }
+    let shop = ShopId::new(format!("verify-{run_id}"))?;
+    let proxy = match (opts.faults.is_empty(), upstream_of(&opts.database_url)) {
+        (true, _) => None,
+        (false, Some(up)) => {
+            Some(LatencyProxy::start(up, Duration::ZERO).map_err(|e| Error::Unavailable(format!("fault proxy: {e}")))?)
+        }
+        (false, None) => {
+            return Err(Invalid::new("faults", "network faults need a PostgreSQL or MySQL/MariaDB URL").into());
+        }
+    };
+    let url = proxy.as_ref().map(|p| p.rewrite(&opts.database_url)).unwrap_or_else(|| opts.database_url.clone());
+    let mut connect = ConnectOptions::new(url);
+    connect.store = opts.store.clone();
+    connect.max_connections = 16;
+    connect.acquire_timeout = Duration::from_secs(2);
+    let store: Arc<dyn Store> = holdfast_sql::connect(&connect).await?;
+    store.migrate().await?;
+
+    let w = Arc::new(Workload {
+        shop: shop.clone(),
+        clients: opts.clients,
+        families: 4,
+        items_per_family: 2,
+        locations: 3,
+        timeout: Duration::from_secs(3),
+        ttl: opts.ttl,
+        seed: opts.seed,
+    });
+    let rec = Arc::new(Recorder::new());
+    workload::stock_up(store.as_ref(), &w, &rec).await;
+
+    let deadline = tokio::time::Instant::now() + opts.duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 1..=opts.clients {
+        tasks.spawn(workload::client(store.clone(), w.clone(), rec.clone(), c, deadline));
+    }
+    // The sweeper, as `serve` runs it.
+    let sweeper = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                let _ = store.expire(200).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    if let Some(p) = &proxy {
+        inject(p, &opts.faults, opts.fault_every, opts.seed, &rec, deadline).await;
+    }
+    while tasks.join_next().await.is_some() {}
+    sweeper.abort();
+
+    // Closing reads of every item, so the last changes are observed.
+    for f in 0..w.families {
+        for i in 0..w.items_per_family {
+            let call = history::Call::Levels { item: w.item(f, i) };
+            workload::perform(store.as_ref(), &shop, &rec, 0, call, w.timeout).await;
+        }
+    }
+    let audit_ok = store.audit(Some(&shop)).await?.ok();
+    Ok(Recorded { events: rec.events(), audit_ok })
+}
+
+/// Checks a history on a blocking thread.
+pub async fn check(events: Vec<Event>) -> Result<check::Report, Error> {
+    tokio::task::spawn_blocking(move || check::check(&events))
+        .await
+        .map_err(|e| Error::Internal(format!("checker: {e}")))
+}
+
+/// Injects a fault every `every` seconds until `deadline`.
+async fn inject(
+    proxy: &LatencyProxy,
+    faults: &[Fault],
+    every: (f64, f64),
+    seed: u64,
+    rec: &Recorder,
+    deadline: tokio::time::Instant,
+) {
+    let mut rng = StdRng::seed_from_u64(seed ^ 0xfa17);
+    loop {
+        let wait = Duration::from_secs_f64(rng.gen_range(every.0..=every.1.max(every.0)));
+        if tokio::time::Instant::now() + wait >= deadline {
+            tokio::time::sleep_until(deadline).await;
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        let fault = *faults.choose(&mut rng).expect("at least one fault");
+        let hold = Duration::from_millis(rng.gen_range(500..=3000));
+        match fault {
+            Fault::Cut => {
+                rec.fault("cut: every database connection closed");
+                proxy.cut();
+            }
+            Fault::Outage => {
+                rec.fault(format!("outage: connections closed, new ones refused for {} ms", hold.as_millis()));
+                proxy.refuse(true);
+                proxy.cut();
+                tokio::time::sleep(hold).await;
+                proxy.refuse(false);
+                rec.fault("outage over");
+            }
+            Fault::Stall => {
+                rec.fault(format!("stall: traffic held back for {} ms", hold.as_millis()));
+                proxy.stall(true);
+                tokio::time::sleep(hold).await;
+                proxy.stall(false);
+                rec.fault("stall over");
+            }
+        }
+    }
+}

@@ -1,0 +1,620 @@
+//! The sequential model of holdfast's inventory: what one correct store,
+//! taking operations one at a time, answers to each. The checker replays a
+//! history's operations through it in every order real time allows.
+//!
+//! The model changes in place and keeps an undo log, so the search can step
+//! back in constant time per change; it keeps a hash of its whole state,
+//! updated with every change, for the search's memo of states seen.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+
+use super::history::{Alloc, Answer, Call, Held, Line, Qty, Short};
+
+/// Slack, in microseconds, when a time the database chose is compared with
+/// the client's clock (rounding of stored timestamps).
+pub const SLACK_US: i64 = 20_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Status {
+    Held,
+    Claimed,
+    Released,
+    Expired,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Held => "held",
+            Status::Claimed => "claimed",
+            Status::Released => "released",
+            Status::Expired => "expired",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+struct Stock {
+    on_hand: i64,
+    reserved: i64,
+    committed: i64,
+}
+
+impl Stock {
+    fn available(&self) -> i64 {
+        self.on_hand - self.reserved - self.committed
+    }
+
+    fn qty(&self) -> Qty {
+        Qty { on_hand: self.on_hand, available: self.available(), reserved: self.reserved, committed: self.committed }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Hold {
+    key: String,
+    fingerprint: String,
+    lines: Vec<Alloc>,
+    status: Status,
+    expires_at: i64,
+    /// An extend (or the reserve) whose answer was lost may have moved the
+    /// expiry to a time the model does not know.
+    expiry_unknown: bool,
+}
+
+#[derive(Debug)]
+enum Undo {
+    Stock((String, String), Option<Stock>),
+    Hold(i64, Option<Hold>),
+    Key(String, Option<i64>),
+}
+
+/// One operation as the checker sees it: the call, the answer (`Unknown`
+/// for an operation that may or may not have taken effect) and when it was
+/// invoked and completed (microseconds; `i64::MAX` for no completion).
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub n: u64,
+    pub client: u32,
+    pub call: Call,
+    pub answer: Answer,
+    pub invoked: i64,
+    pub completed: i64,
+}
+
+impl Op {
+    pub fn unknown(&self) -> bool {
+        self.answer.is_unknown()
+    }
+}
+
+/// The inventory of one partition of a history.
+#[derive(Debug, Default)]
+pub struct Model {
+    stock: BTreeMap<(String, String), Stock>,
+    holds: HashMap<i64, Hold>,
+    keys: HashMap<String, i64>,
+    hash: u64,
+    log: Vec<(Undo, u64)>,
+    /// Holds created by operations whose answer was lost get ids of their
+    /// own (negative) until a replay names the real one.
+    next_ghost: i64,
+}
+
+fn h64(v: &impl Hash) -> u64 {
+    let mut s = std::collections::hash_map::DefaultHasher::new();
+    v.hash(&mut s);
+    s.finish()
+}
+
+/// Canonical text of a cart's lines (order-free), as the store compares a
+/// replay's lines with the original's.
+pub fn fingerprint(lines: &[Line]) -> String {
+    let mut v: Vec<String> = lines
+        .iter()
+        .map(|l| format!("{}:{}@{}", l.item, l.qty, l.locations.as_ref().map(|v| v.join(",")).unwrap_or_default()))
+        .collect();
+    v.sort();
+    v.join(";")
+}
+
+/// The items one call touches, where the call names them.
+pub fn items_of(call: &Call) -> Vec<String> {
+    match call {
+        Call::Reserve { lines, .. } => lines.iter().map(|l| l.item.clone()).collect(),
+        Call::Stock { item, .. } | Call::Levels { item } => vec![item.clone()],
+        Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } => Vec::new(),
+    }
+}
+
+impl Model {
+    pub fn new() -> Self {
+        Self { next_ghost: -1, ..Self::default() }
+    }
+
+    pub fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    pub fn mark(&self) -> usize {
+        self.log.len()
+    }
+
+    /// Undoes every change since `mark`.
+    pub fn undo(&mut self, mark: usize) {
+        while self.log.len() > mark {
+            let (u, hash) = self.log.pop().expect("non-empty log");
+            match u {
+                Undo::Stock(k, v) => restore(&mut self.stock, k, v),
+                Undo::Hold(k, v) => restore(&mut self.holds, k, v),
+                Undo::Key(k, v) => restore(&mut self.keys, k, v),
+            }
+            self.hash = hash;
+        }
+    }
+
+    fn set_stock(&mut self, k: (String, String), v: Stock) {
+        let old = self.stock.insert(k.clone(), v);
+        let before = self.hash;
+        if let Some(o) = &old {
+            self.hash ^= h64(&(0u8, &k, o));
+        }
+        self.hash ^= h64(&(0u8, &k, &v));
+        self.log.push((Undo::Stock(k, old), before));
+    }
+
+    fn set_hold(&mut self, id: i64, v: Option<Hold>) {
+        let old = match &v {
+            Some(h) => self.holds.insert(id, h.clone()),
+            None => self.holds.remove(&id),
+        };
+        let before = self.hash;
+        if let Some(o) = &old {
+            self.hash ^= h64(&(1u8, id, o));
+        }
+        if let Some(h) = &v {
+            self.hash ^= h64(&(1u8, id, h));
+        }
+        self.log.push((Undo::Hold(id, old), before));
+    }
+
+    fn set_key(&mut self, key: String, id: i64) {
+        let old = self.keys.insert(key.clone(), id);
+        // Keys follow from the holds (each hold carries its key): no hash.
+        self.log.push((Undo::Key(key, old), self.hash));
+    }
+
+    fn stock_of(&self, item: &str, location: &str) -> Option<Stock> {
+        self.stock.get(&(item.to_string(), location.to_string())).copied()
+    }
+
+    fn locations_of(&self, item: &str) -> Vec<String> {
+        self.stock.keys().filter(|(i, _)| i == item).map(|(_, l)| l.clone()).collect()
+    }
+
+    /// Moves a hold's units as its status changes.
+    fn transition(&mut self, id: i64, to: Status) {
+        let Some(mut h) = self.holds.get(&id).cloned() else { return };
+        if h.status != Status::Held || to == Status::Held {
+            return;
+        }
+        for a in &h.lines {
+            let k = (a.item.clone(), a.location.clone());
+            let mut s = self.stock.get(&k).copied().unwrap_or_default();
+            s.reserved -= a.qty as i64;
+            if to == Status::Claimed {
+                s.committed += a.qty as i64;
+            }
+            self.set_stock(k, s);
+        }
+        h.status = to;
+        self.set_hold(id, Some(h));
+    }
+
+    /// The holds that may have expired by the time `op` ran, each with
+    /// whether it surely had (its expiry passed before `op` was invoked).
+    /// For a reserve, a stock change or a levels read: the held holds on
+    /// its items, soonest expiry first; for a claim, release or extend: its
+    /// own hold.
+    pub fn due(&self, op: &Op, items: &[String]) -> Vec<(i64, bool)> {
+        let due = |h: &Hold| h.status == Status::Held && h.expires_at <= op.completed.saturating_add(SLACK_US);
+        let sure = |h: &Hold| !h.expiry_unknown && h.expires_at < op.invoked - SLACK_US;
+        match &op.call {
+            // A replay reads its reservation as stored: held until a sweep
+            // or a settle marks it expired.
+            Call::Reserve { key, .. } if self.keys.contains_key(key) => Vec::new(),
+            // Releasing a hold past its expiry that no sweep has reached
+            // answers `released`.
+            Call::Release { id } => match self.holds.get(id) {
+                Some(h) if due(h) => vec![(*id, false)],
+                _ => Vec::new(),
+            },
+            Call::Claim { id } | Call::Extend { id, .. } => match self.holds.get(id) {
+                Some(h) if due(h) => vec![(*id, sure(h))],
+                _ => Vec::new(),
+            },
+            _ => {
+                let mut v: Vec<(i64, i64, bool)> = self
+                    .holds
+                    .iter()
+                    .filter(|(_, h)| due(h) && h.lines.iter().any(|a| items.contains(&a.item)))
+                    .map(|(id, h)| (h.expires_at, *id, sure(h)))
+                    .collect();
+                v.sort();
+                v.into_iter().map(|(_, id, s)| (id, s)).collect()
+            }
+        }
+    }
+
+    /// How many ways `op` may be taken: the number of expired holds to
+    /// release first, from all of `due` down to those surely expired.
+    pub fn choices(due: &[(i64, bool)]) -> std::ops::RangeInclusive<usize> {
+        let sure = due.iter().take_while(|d| d.1).count();
+        sure..=due.len()
+    }
+
+    /// Takes `op` after releasing the first `lapse` of `due`: `Ok` when
+    /// the answer is what this model gives, `Err` with what it would have
+    /// given otherwise. On `Err` the caller undoes to its mark.
+    pub fn step(&mut self, op: &Op, due: &[(i64, bool)], lapse: usize) -> Result<(), String> {
+        for (id, _) in &due[..lapse] {
+            self.transition(*id, Status::Expired);
+        }
+        let ghost = op.unknown();
+        match &op.call {
+            Call::Reserve { key, lines, ttl, partial, split } => {
+                self.reserve(op, key, lines, *ttl, *partial, *split, ghost)
+            }
+            Call::Claim { id } => self.settle(op, *id, Status::Claimed, None, ghost),
+            Call::Release { id } => self.settle(op, *id, Status::Released, None, ghost),
+            Call::Extend { id, ttl } => self.settle(op, *id, Status::Held, Some(*ttl), ghost),
+            Call::Stock { item, location, change, n } => self.stock_change(op, item, location, change, *n, ghost),
+            Call::Levels { item } => {
+                if ghost {
+                    return Ok(());
+                }
+                let want: Vec<(String, Qty)> = self
+                    .locations_of(item)
+                    .into_iter()
+                    .map(|l| {
+                        let q = self.stock_of(item, &l).unwrap_or_default().qty();
+                        (l, q)
+                    })
+                    .collect();
+                match &op.answer {
+                    Answer::Levels { locations } if *locations == want => Ok(()),
+                    other => Err(format!("levels should be {want:?}, got {other:?}")),
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reserve(
+        &mut self,
+        op: &Op,
+        key: &str,
+        lines: &[Line],
+        ttl: u32,
+        partial: bool,
+        split: bool,
+        ghost: bool,
+    ) -> Result<(), String> {
+        let fp = fingerprint(lines);
+        if let Some(&id) = self.keys.get(key) {
+            let h = self.holds[&id].clone();
+            if ghost {
+                return Ok(());
+            }
+            if h.fingerprint != fp {
+                return refused(&op.answer, "idempotency_conflict", &[]);
+            }
+            let Answer::Reservation(got) = &op.answer else {
+                return Err(format!("a replay of key {key} should answer reservation {id}, got {:?}", op.answer));
+            };
+            if got.created == Some(true) {
+                return Err(format!("key {key} already had reservation {id}; the answer says it created {}", got.id));
+            }
+            let id = if id < 0 {
+                // The hold of an answer that was lost: its id is learnt now.
+                if self.holds.contains_key(&got.id) {
+                    return Err(format!("reservation {} answered for key {key} belongs to another key", got.id));
+                }
+                self.set_hold(id, None);
+                self.set_hold(got.id, Some(h.clone()));
+                self.set_key(key.to_string(), got.id);
+                got.id
+            } else {
+                id
+            };
+            return same_hold(id, &h, got, op);
+        }
+
+        // Deal the lines as the store does.
+        let mut held: Vec<Alloc> = Vec::new();
+        let mut shorts: Vec<Short> = Vec::new();
+        // For a line filled at one location from several equally good ones,
+        // any of them is right.
+        let mut ties: Vec<(usize, Vec<String>)> = Vec::new();
+        for line in lines {
+            let candidates = line.locations.clone().unwrap_or_else(|| self.locations_of(&line.item));
+            let avail = |l: &String| self.stock_of(&line.item, l).map(|s| s.available().max(0)).unwrap_or(0) as u32;
+            let mut got: Vec<(String, u32)> = Vec::new();
+            if split {
+                let mut want = line.qty;
+                for l in &candidates {
+                    let n = avail(l).min(want);
+                    if n > 0 {
+                        got.push((l.clone(), n));
+                        want -= n;
+                    }
+                }
+            } else if let Some(l) = candidates.iter().find(|l| avail(l) >= line.qty) {
+                got.push((l.clone(), line.qty));
+            } else {
+                let best = candidates.iter().map(avail).max().unwrap_or(0);
+                if best > 0 {
+                    let at: Vec<String> = candidates.iter().filter(|l| avail(l) == best).cloned().collect();
+                    got.push((at[0].clone(), best));
+                    if at.len() > 1 {
+                        ties.push((held.len(), at));
+                    }
+                }
+            }
+            let total: u32 = got.iter().map(|g| g.1).sum();
+            shorts.push(Short { item: line.item.clone(), requested: line.qty, available: total.min(line.qty) });
+            held.extend(got.into_iter().map(|(location, qty)| Alloc { item: line.item.clone(), location, qty }));
+        }
+        let short = shorts.iter().any(|s| s.available < s.requested);
+        if (short && !partial) || held.is_empty() {
+            if ghost {
+                return Ok(());
+            }
+            return refused(&op.answer, "insufficient_stock", &shorts);
+        }
+
+        let (id, expires_at, expiry_unknown) = if ghost {
+            let id = self.next_ghost;
+            self.next_ghost -= 1;
+            (id, op.invoked + ttl as i64 * 1_000_000, true)
+        } else {
+            let Answer::Reservation(got) = &op.answer else {
+                return Err(format!("should hold {held:?}, got {:?}", op.answer));
+            };
+            if got.created == Some(false) {
+                return Err(format!("key {key} had no reservation; the answer says it replayed {}", got.id));
+            }
+            if self.holds.contains_key(&got.id) {
+                return Err(format!("reservation id {} was already given to another reservation", got.id));
+            }
+            // Where a line had ties, take the answer's choice among them.
+            for (i, at) in &ties {
+                if let Some(a) = got.lines.iter().find(|a| a.item == held[*i].item && at.contains(&a.location)) {
+                    held[*i].location = a.location.clone();
+                }
+            }
+            held.sort();
+            let mut answered = got.lines.clone();
+            answered.sort();
+            if answered != held || got.status != "held" {
+                return Err(format!("should hold {held:?}, got {} {:?}", got.status, got.lines));
+            }
+            let ttl_us = ttl as i64 * 1_000_000;
+            if got.expires_at < op.invoked + ttl_us - SLACK_US || got.expires_at > op.completed + ttl_us + SLACK_US {
+                return Err(format!("expires_at {} is not {ttl} s after the call", got.expires_at));
+            }
+            (got.id, got.expires_at, false)
+        };
+        held.sort();
+        for a in &held {
+            let k = (a.item.clone(), a.location.clone());
+            let mut s = self.stock.get(&k).copied().unwrap_or_default();
+            s.reserved += a.qty as i64;
+            self.set_stock(k, s);
+        }
+        let hold = Hold {
+            key: key.to_string(),
+            fingerprint: fp,
+            lines: held,
+            status: Status::Held,
+            expires_at,
+            expiry_unknown,
+        };
+        self.set_hold(id, Some(hold));
+        self.set_key(key.to_string(), id);
+        Ok(())
+    }
+
+    /// Claim (`to` = Claimed), release (Released) or extend (Held with a ttl).
+    fn settle(&mut self, op: &Op, id: i64, to: Status, ttl: Option<u32>, ghost: bool) -> Result<(), String> {
+        let Some(h) = self.holds.get(&id).cloned() else {
+            return if ghost { Ok(()) } else { refused(&op.answer, "not_found", &[]) };
+        };
+        use Status::*;
+        let verdict: Result<Status, &str> = match (h.status, to) {
+            (Held, _) => Ok(to),
+            (Claimed, Claimed) => Ok(Claimed),
+            (Released | Expired, Released) => Ok(h.status),
+            (Expired, _) => Err("reservation_expired"),
+            _ => Err("invalid_state"),
+        };
+        let status = match verdict {
+            Err(code) => return if ghost { Ok(()) } else { refused(&op.answer, code, &[]) },
+            Ok(s) => s,
+        };
+        if ghost {
+            match ttl {
+                Some(t) if h.status == Held => {
+                    let mut moved = h;
+                    moved.expires_at = moved.expires_at.max(op.invoked + t as i64 * 1_000_000);
+                    moved.expiry_unknown = true;
+                    self.set_hold(id, Some(moved));
+                }
+                _ => self.transition(id, status),
+            }
+            return Ok(());
+        }
+        let Answer::Reservation(got) = &op.answer else {
+            return Err(format!(
+                "reservation {id} is {}; should answer it {}, got {:?}",
+                h.status.as_str(),
+                status.as_str(),
+                op.answer
+            ));
+        };
+        if h.status == Held && to != Released && !h.expiry_unknown && op.invoked > h.expires_at + SLACK_US {
+            return Err(format!(
+                "reservation {id} expired at {} before this call; it must not be {}",
+                h.expires_at,
+                to.as_str()
+            ));
+        }
+        let mut after = h.clone();
+        after.status = status;
+        if h.status == Expired && to == Released && got.status == "released" {
+            // Its units went back when it expired; until a sweep marks the
+            // row, releasing it answers `released`.
+            after.status = Released;
+            same_hold(id, &after, got, op)?;
+            self.set_hold(id, Some(after));
+            return Ok(());
+        }
+        if let Some(t) = ttl {
+            let ttl_us = t as i64 * 1_000_000;
+            if got.expires_at < op.invoked + ttl_us - SLACK_US || got.expires_at > op.completed + ttl_us + SLACK_US {
+                return Err(format!("extended expires_at {} is not {t} s after the call", got.expires_at));
+            }
+            after.expires_at = got.expires_at;
+            after.expiry_unknown = false;
+            same_hold(id, &after, got, op)?;
+            self.set_hold(id, Some(after));
+            return Ok(());
+        }
+        same_hold(id, &after, got, op)?;
+        self.transition(id, status);
+        Ok(())
+    }
+
+    fn stock_change(
+        &mut self,
+        op: &Op,
+        item: &str,
+        location: &str,
+        change: &str,
+        n: i64,
+        ghost: bool,
+    ) -> Result<(), String> {
+        let k = (item.to_string(), location.to_string());
+        let existing = self.stock.get(&k).copied();
+        let conflict = |why: String| {
+            if ghost { Ok(()) } else { refused(&op.answer, "stock_conflict", &[]).map_err(|e| format!("{e} ({why})")) }
+        };
+        let next = match (change, existing) {
+            ("fulfil", None) => return conflict("no stock recorded".into()),
+            ("fulfil", Some(s)) if s.committed < n => return conflict(format!("{} committed", s.committed)),
+            ("fulfil", Some(s)) => Stock { on_hand: s.on_hand - n, committed: s.committed - n, ..s },
+            ("set" | "adjust", s) => {
+                let s = s.unwrap_or_default();
+                let target = if change == "set" { n } else { s.on_hand + n };
+                let delta = target - s.on_hand;
+                if target < 0 || -delta > s.available() {
+                    return conflict(format!("on hand {} available {} target {target}", s.on_hand, s.available()));
+                }
+                Stock { on_hand: target, ..s }
+            }
+            (other, _) => return Err(format!("unknown stock change {other:?}")),
+        };
+        if !ghost {
+            let want = next.qty();
+            match &op.answer {
+                Answer::Level { location: l, qty } if l == location && *qty == want => {}
+                other => return Err(format!("stock of {item}@{location} should be {want:?}, got {other:?}")),
+            }
+        }
+        self.set_stock(k, next);
+        Ok(())
+    }
+
+    /// The model's quantities of every (item, location), for a report.
+    pub fn describe(&self, items: &[String]) -> String {
+        let mut out = String::new();
+        for ((i, l), s) in &self.stock {
+            if items.contains(i) {
+                out.push_str(&format!("  {i}@{l}: {:?}\n", s.qty()));
+            }
+        }
+        out
+    }
+}
+
+fn restore<K: std::hash::Hash + Eq + Ord, V>(map: &mut impl MapLike<K, V>, k: K, v: Option<V>) {
+    match v {
+        Some(v) => map.put(k, v),
+        None => map.take(&k),
+    }
+}
+
+trait MapLike<K, V> {
+    fn put(&mut self, k: K, v: V);
+    fn take(&mut self, k: &K);
+}
+
+impl<K: Ord, V> MapLike<K, V> for BTreeMap<K, V> {
+    fn put(&mut self, k: K, v: V) {
+        self.insert(k, v);
+    }
+    fn take(&mut self, k: &K) {
+        self.remove(k);
+    }
+}
+
+impl<K: std::hash::Hash + Eq, V> MapLike<K, V> for HashMap<K, V> {
+    fn put(&mut self, k: K, v: V) {
+        self.insert(k, v);
+    }
+    fn take(&mut self, k: &K) {
+        self.remove(k);
+    }
+}
+
+/// The answer is the refusal `code` (with these shortfalls, for
+/// `insufficient_stock`).
+fn refused(answer: &Answer, code: &str, shorts: &[Short]) -> Result<(), String> {
+    match answer {
+        Answer::Refused { code: c, lines } if c == code => {
+            let mut a = lines.clone();
+            let mut b = shorts.to_vec();
+            a.sort_by(|x, y| x.item.cmp(&y.item));
+            b.sort_by(|x, y| x.item.cmp(&y.item));
+            if code == "insufficient_stock" && a != b {
+                return Err(format!("insufficient_stock should report {b:?}, got {a:?}"));
+            }
+            Ok(())
+        }
+        other => Err(format!("should be refused with {code} {shorts:?}, got {other:?}")),
+    }
+}
+
+/// The answer names hold `id` as the model has it.
+fn same_hold(id: i64, h: &Hold, got: &Held, op: &Op) -> Result<(), String> {
+    let mut lines = got.lines.clone();
+    lines.sort();
+    let expiry_ok = h.expiry_unknown || (got.expires_at - h.expires_at).abs() <= SLACK_US;
+    // An expired hold's row reads `held` until a sweep (or a settle) marks it.
+    let status_ok = got.status == h.status.as_str() || (h.status == Status::Expired && got.status == "held");
+    if got.id != id || lines != h.lines || !status_ok || !expiry_ok {
+        return Err(format!(
+            "should answer reservation {id} {} {:?} expiring {}, got {} {} {:?} expiring {} (call {:?})",
+            h.status.as_str(),
+            h.lines,
+            h.expires_at,
+            got.id,
+            got.status,
+            lines,
+            got.expires_at,
+            op.call
+        ));
+    }
+    Ok(())
+}
