@@ -318,12 +318,16 @@ fn summarize(r: &holdfast_bench::verify::check::Report, audit_ok: Option<bool>, 
             println!("audit: {}", if a { "ok" } else { "BREACH" });
         }
         for v in &r.violations {
-            println!("VIOLATION {v}");
+            println!("{} {v}", if v.gave_up { "INCONCLUSIVE" } else { "VIOLATION" });
         }
-        println!(
-            "{}",
-            if ok { "linearizable: every answer is one a correct inventory gives" } else { "NOT linearizable" }
-        );
+        let verdict = if ok {
+            "linearizable: every answer is one a correct inventory gives"
+        } else if r.violations.iter().all(|v| v.gave_up) && audit_ok != Some(false) {
+            "no verdict: the search gave up"
+        } else {
+            "NOT linearizable"
+        };
+        println!("{verdict}");
     }
     if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

@@ -20,6 +20,10 @@ use std::time::{Duration, Instant};
 use super::history::{Answer, Call, Event};
 use super::model::{Model, Op, items_of};
 
+/// Most model steps one group's search may take. Beyond it the search gives
+/// up and says so: neither a proof nor a violation.
+pub const STEP_BUDGET: u64 = 5_000_000;
+
 /// A history the model cannot explain.
 #[derive(Debug, Clone)]
 pub struct Violation {
@@ -32,6 +36,8 @@ pub struct Violation {
     /// The operations linearized just before it, and those concurrent with it.
     pub before: Vec<Op>,
     pub concurrent: Vec<Op>,
+    /// The search ran out of its step budget: no verdict on this group.
+    pub gave_up: bool,
 }
 
 impl std::fmt::Display for Violation {
@@ -185,6 +191,12 @@ pub fn check(events: &[Event]) -> Report {
     for (_, group) in groups {
         let (steps, result) = search(group.clone());
         report.steps += steps;
+        if let Err(v) = &result
+            && v.gave_up
+        {
+            report.violations.push(*result.expect_err("checked"));
+            continue;
+        }
         if result.is_err() {
             let (steps, v) = smallest_failing_prefix(&group);
             report.steps += steps;
@@ -407,6 +419,20 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
         if node == HEAD {
             return (steps, Ok(()));
         }
+        if steps > STEP_BUDGET {
+            let at = match entries.nodes[node].kind {
+                Kind::Call(i) | Kind::Ret(i) => ops[definite[i]].clone(),
+            };
+            let v = Violation {
+                op: at,
+                why: String::new(),
+                state: String::new(),
+                before: Vec::new(),
+                concurrent: Vec::new(),
+                gave_up: true,
+            };
+            return (steps, Err(Box::new(v)));
+        }
         match entries.nodes[node].kind {
             Kind::Call(i) => {
                 let o = &ops[definite[i]];
@@ -492,7 +518,8 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
                             .cloned()
                             .collect();
                         let before = before.into_iter().rev().map(|i| ops[i].clone()).collect();
-                        return (steps, Err(Box::new(Violation { op, why, state, before, concurrent })));
+                        let v = Violation { op, why, state, before, concurrent, gave_up: false };
+                        return (steps, Err(Box::new(v)));
                     };
                     model.undo(f.mark);
                     lin = f.lin;
@@ -527,8 +554,8 @@ fn op_items(_model: &Model, o: &Op) -> Vec<String> {
 }
 
 /// At the dead end of return node `at`: the first lost op (from ghost `g0`,
-/// its choices below `c0`, on) invoked before that return which, taken now, makes one
-/// of the pending answers right. Leaves it applied; returns it, its choice
+/// its choices below `c0`, on) invoked before that return which, taken now,
+/// makes that return's answer right. Leaves it applied; returns it, its choice
 /// and the mark to undo it.
 #[allow(clippy::too_many_arguments)]
 fn try_ghosts(
@@ -545,16 +572,10 @@ fn try_ghosts(
 ) -> Option<(usize, usize, usize)> {
     let Kind::Ret(r) = entries.nodes[at].kind else { return None };
     let deadline = ops[definite[r]].completed;
-    // The pending definite ops: calls before the first return.
-    let mut pending = Vec::new();
-    let mut n = entries.first();
-    while n != HEAD {
-        match entries.nodes[n].kind {
-            Kind::Call(i) => pending.push(definite[i]),
-            Kind::Ret(_) => break,
-        }
-        n = entries.nodes[n].next;
-    }
+    // Only the op that returned unexplained: a lost op that merely makes
+    // some other pending op possible would send the search down every dead
+    // end of a wrong order among concurrent ops.
+    let pending = [definite[r]];
     for g in g0..ghosts.len() {
         let o = &ops[ghosts[g]];
         if o.invoked > deadline {

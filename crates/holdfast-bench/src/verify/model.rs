@@ -382,9 +382,9 @@ impl Model {
             let Answer::Reservation(got) = &op.answer else {
                 return Err(format!("should hold {held:?}, got {:?}", op.answer));
             };
-            if got.created == Some(false) {
-                return Err(format!("key {key} had no reservation; the answer says it replayed {}", got.id));
-            }
+            // `created: false` on a key's first hold is right too: a store
+            // that retries a commit whose acknowledgement was lost finds the
+            // hold its own first attempt made.
             if self.holds.contains_key(&got.id) {
                 return Err(format!("reservation id {} was already given to another reservation", got.id));
             }

@@ -255,6 +255,8 @@ impl<D: Dialect> SqlStore<D> {
             .collect();
 
         let mut still_short: Vec<(usize, Vec<LocationId>)> = Vec::new();
+        // Candidates that came up short while a later one gave units.
+        let mut passed_over: Vec<(ItemId, LocationId)> = Vec::new();
         for (i, (line, h)) in req.lines().iter().zip(held.iter_mut()).enumerate() {
             let qty = line.quantity.get();
             let candidates: Vec<LocationId> = match &line.locations {
@@ -262,6 +264,7 @@ impl<D: Dialect> SqlStore<D> {
                 None => ledgers.keys().filter(|(it, _)| it == &line.item).map(|(_, l)| l.clone()).collect(),
             };
             if req.allow_split() {
+                let mut short_here: Vec<LocationId> = Vec::new();
                 for loc in &candidates {
                     let want = qty - total(h);
                     if want == 0 {
@@ -269,6 +272,12 @@ impl<D: Dialect> SqlStore<D> {
                     }
                     let got = self.acquire(tx, req.shop(), &mut ledgers, &line.item, loc, want).await?;
                     *h.entry(loc.clone()).or_default() += got;
+                    if got > 0 {
+                        passed_over.extend(short_here.drain(..).map(|l| (line.item.clone(), l)));
+                    }
+                    if got < want {
+                        short_here.push(loc.clone());
+                    }
                 }
             } else {
                 // The first candidate that can fill the whole line wins; what
@@ -282,6 +291,10 @@ impl<D: Dialect> SqlStore<D> {
                         chosen = Some(loc.clone());
                         break;
                     }
+                }
+                if let Some(chosen) = &chosen {
+                    let before = candidates.iter().take_while(|l| *l != chosen);
+                    passed_over.extend(before.map(|l| (line.item.clone(), l.clone())));
                 }
                 // Without a winner keep the best single location: it is what a
                 // partial reserve holds, and what a failing one reports.
@@ -303,6 +316,16 @@ impl<D: Dialect> SqlStore<D> {
             }
             if total(h) < qty {
                 still_short.push((i, candidates));
+            }
+        }
+
+        // Candidate order: a candidate passed over for a later one must have
+        // been short for good, not because another transaction has its units
+        // in flight (a sweeper releasing an expired hold, a fast path that
+        // may roll back). Otherwise start over once they have landed.
+        for (item, loc) in &passed_over {
+            if self.in_flight(tx, req.shop(), item, loc).await? > 0 {
+                return Err(Fail::Contended);
             }
         }
 
