@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::history::{Answer, Call, Event};
-use super::model::{Model, Op, items_of};
+use super::model::{Model, Op, SLACK_US, items_of};
 
 /// Most model steps one group's search may take. Beyond it the search gives
 /// up and says so: neither a proof nor a violation.
@@ -144,9 +144,33 @@ pub fn check(events: &[Event]) -> Report {
             }
         }
     }
+    // Each hold reaches its expiry at a time the answers name (its reserve,
+    // each extend): one step per such time, in a window of the clock slack
+    // around it, so operations on either side see it live or expired.
+    let mut lapses: Vec<(i64, i64)> = Vec::new();
+    for o in &ops {
+        if let Answer::Reservation(h) = &o.answer
+            && h.status == "held"
+        {
+            lapses.push((h.id, h.expires_at));
+        }
+    }
+    lapses.sort();
+    lapses.dedup();
+    let mut ops = ops;
+    for (k, (id, at)) in lapses.into_iter().enumerate() {
+        ops.push(Op {
+            n: u64::MAX - k as u64,
+            client: 0,
+            call: Call::Lapse { id, at },
+            answer: Answer::Refused { code: "expires".into(), lines: Vec::new() },
+            invoked: at - SLACK_US,
+            completed: at + SLACK_US,
+        });
+    }
     let items = |o: &Op| -> Vec<String> {
         match &o.call {
-            Call::Claim { id } | Call::Release { id } | Call::Extend { id, .. } => {
+            Call::Claim { id } | Call::Release { id } | Call::Extend { id, .. } | Call::Lapse { id, .. } => {
                 items_of_id.get(id).cloned().unwrap_or_default()
             }
             other => items_of(other),
@@ -548,7 +572,7 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
 /// The items an op touches in the model's eyes.
 fn op_items(_model: &Model, o: &Op) -> Vec<String> {
     match &o.call {
-        Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } => Vec::new(),
+        Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } | Call::Lapse { .. } => Vec::new(),
         other => items_of(other),
     }
 }

@@ -61,6 +61,12 @@ pub enum Call {
     Levels {
         item: String,
     },
+    /// Never recorded: the checker's own step for a hold reaching its
+    /// `expires_at` (`at`, microseconds).
+    Lapse {
+        id: i64,
+        at: i64,
+    },
 }
 
 /// Quantities of one (item, location) as answered.

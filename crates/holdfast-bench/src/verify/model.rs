@@ -124,7 +124,7 @@ pub fn items_of(call: &Call) -> Vec<String> {
     match call {
         Call::Reserve { lines, .. } => lines.iter().map(|l| l.item.clone()).collect(),
         Call::Stock { item, .. } | Call::Levels { item } => vec![item.clone()],
-        Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } => Vec::new(),
+        Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } | Call::Lapse { .. } => Vec::new(),
     }
 }
 
@@ -212,39 +212,12 @@ impl Model {
         self.set_hold(id, Some(h));
     }
 
-    /// The holds that may have expired by the time `op` ran, each with
-    /// whether it surely had (its expiry passed before `op` was invoked).
-    /// For a reserve, a stock change or a levels read: the held holds on
-    /// its items, soonest expiry first; for a claim, release or extend: its
-    /// own hold.
-    pub fn due(&self, op: &Op, items: &[String]) -> Vec<(i64, bool)> {
-        let due = |h: &Hold| h.status == Status::Held && h.expires_at <= op.completed.saturating_add(SLACK_US);
-        let sure = |h: &Hold| !h.expiry_unknown && h.expires_at < op.invoked - SLACK_US;
-        match &op.call {
-            // A replay reads its reservation as stored: held until a sweep
-            // or a settle marks it expired.
-            Call::Reserve { key, .. } if self.keys.contains_key(key) => Vec::new(),
-            // Releasing a hold past its expiry that no sweep has reached
-            // answers `released`.
-            Call::Release { id } => match self.holds.get(id) {
-                Some(h) if due(h) => vec![(*id, false)],
-                _ => Vec::new(),
-            },
-            Call::Claim { id } | Call::Extend { id, .. } => match self.holds.get(id) {
-                Some(h) if due(h) => vec![(*id, sure(h))],
-                _ => Vec::new(),
-            },
-            _ => {
-                let mut v: Vec<(i64, i64, bool)> = self
-                    .holds
-                    .iter()
-                    .filter(|(_, h)| due(h) && h.lines.iter().any(|a| items.contains(&a.item)))
-                    .map(|(id, h)| (h.expires_at, *id, sure(h)))
-                    .collect();
-                v.sort();
-                v.into_iter().map(|(_, id, s)| (id, s)).collect()
-            }
-        }
+    /// Holds to release before `op`: none. Expiry is a step of its own
+    /// ([`Call::Lapse`]), placed by the search at the hold's `expires_at`;
+    /// kept as the hook through which an operation could be taken several
+    /// ways.
+    pub fn due(&self, _op: &Op, _items: &[String]) -> Vec<(i64, bool)> {
+        Vec::new()
     }
 
     /// How many ways `op` may be taken: the number of expired holds to
@@ -270,6 +243,17 @@ impl Model {
             Call::Release { id } => self.settle(op, *id, Status::Released, None, ghost),
             Call::Extend { id, ttl } => self.settle(op, *id, Status::Held, Some(*ttl), ghost),
             Call::Stock { item, location, change, n } => self.stock_change(op, item, location, change, *n, ghost),
+            Call::Lapse { id, at } => {
+                // The hold expires now if this is still its expiry time.
+                if let Some(h) = self.holds.get(id)
+                    && h.status == Status::Held
+                    && !h.expiry_unknown
+                    && (h.expires_at - at).abs() <= SLACK_US
+                {
+                    self.transition(*id, Status::Expired);
+                }
+                Ok(())
+            }
             Call::Levels { item } => {
                 if ghost {
                     return Ok(());

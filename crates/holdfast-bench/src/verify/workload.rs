@@ -116,6 +116,9 @@ async fn send(store: &dyn Store, shop: &ShopId, call: &Call) -> Answer {
                 let l = store.change_stock(&req).await?;
                 Answer::Level { location: l.location.to_string(), qty: qty(&l.quantities) }
             }
+            Call::Lapse { .. } => {
+                return Err(holdfast_core::Invalid::new("call", "a lapse is the checker's own step, never sent").into());
+            }
             Call::Levels { item } => {
                 let levels = store.levels(shop, &ItemId::new(item.clone())?).await?;
                 Answer::Levels {
