@@ -420,20 +420,20 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
     // The furthest dead end: (definite ops taken, the op, why, state, before).
     let mut worst: Option<(usize, usize, String, String, Vec<usize>)> = None;
 
-    // Tries op `o` with its choices below `below`, most expired holds
-    // first (what a sweep or a locking read leaves); on success leaves the
-    // model changed and returns the choice taken.
+    // Tries op `o` unless `below` says it was tried; on success leaves the
+    // model changed and returns the choice taken (always 0: an op is taken
+    // one way, expiry being a step of its own).
     let try_op = |model: &mut Model, steps: &mut u64, o: &Op, below: usize| -> Option<usize> {
-        let its = op_items(model, o);
-        let due = model.due(o, &its);
-        for choice in Model::choices(&due).rev().filter(|&c| c < below) {
-            let mark = model.mark();
-            *steps += 1;
-            if model.step(o, &due, choice).is_ok() {
-                return Some(choice);
-            }
-            model.undo(mark);
+        // Each op is taken one way; `below` 0 means it was tried already.
+        if below == 0 {
+            return None;
         }
+        let mark = model.mark();
+        *steps += 1;
+        if model.step(o).is_ok() {
+            return Some(0);
+        }
+        model.undo(mark);
         None
     };
 
@@ -485,10 +485,9 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
                 // Dead end: op `r` returned and no order so far takes it.
                 let r_op = &ops[definite[r]];
                 if worst.as_ref().is_none_or(|w| taken_definite >= w.0) {
-                    let its = op_items(&model, r_op);
-                    let due = model.due(r_op, &its);
+                    let its = items_of(&r_op.call);
                     let mark = model.mark();
-                    let why = model.step(r_op, &due, *Model::choices(&due).end()).err().unwrap_or_default();
+                    let why = model.step(r_op).err().unwrap_or_default();
                     model.undo(mark);
                     let before: Vec<usize> = stack
                         .iter()
@@ -569,14 +568,6 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
     }
 }
 
-/// The items an op touches in the model's eyes.
-fn op_items(_model: &Model, o: &Op) -> Vec<String> {
-    match &o.call {
-        Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } | Call::Lapse { .. } => Vec::new(),
-        other => items_of(other),
-    }
-}
-
 /// At the dead end of return node `at`: the first lost op (from ghost `g0`,
 /// its choices below `c0`, on) invoked before that return which, taken now,
 /// makes that return's answer right. Leaves it applied; returns it, its choice
@@ -608,15 +599,13 @@ fn try_ghosts(
         if used[g] {
             continue;
         }
-        let its = op_items(model, o);
-        let due = model.due(o, &its);
-        for choice in Model::choices(&due).rev() {
+        for choice in [0] {
             if g == g0 && choice >= c0 {
                 continue;
             }
             let mark = model.mark();
             *steps += 1;
-            if model.step(o, &due, choice).is_ok() && changes(model, mark) && enables(model, ops, &pending, steps) {
+            if model.step(o).is_ok() && model.mark() > mark && enables(model, ops, &pending, steps) {
                 return Some((g, choice, mark));
             }
             model.undo(mark);
@@ -625,24 +614,16 @@ fn try_ghosts(
     None
 }
 
-fn changes(model: &Model, mark: usize) -> bool {
-    model.mark() > mark
-}
-
 /// Some pending op can be taken in the model's present state.
 fn enables(model: &mut Model, ops: &[Op], pending: &[usize], steps: &mut u64) -> bool {
     for &p in pending {
         let o = &ops[p];
-        let its = op_items(model, o);
-        let due = model.due(o, &its);
-        for choice in Model::choices(&due) {
-            let mark = model.mark();
-            *steps += 1;
-            let ok = model.step(o, &due, choice).is_ok();
-            model.undo(mark);
-            if ok {
-                return true;
-            }
+        let mark = model.mark();
+        *steps += 1;
+        let ok = model.step(o).is_ok();
+        model.undo(mark);
+        if ok {
+            return true;
         }
     }
     false
@@ -695,6 +676,12 @@ mod tests {
             });
             check(&self.events)
         }
+    }
+
+    /// The check found exactly one violation, at op `n`.
+    fn refused_at(r: &Report, n: u64) {
+        assert_eq!(r.violations.len(), 1, "{:?}", r.violations.iter().map(|v| v.op.n).collect::<Vec<_>>());
+        assert_eq!(r.violations[0].op.n, n, "{}", r.violations[0]);
     }
 
     fn q(on_hand: i64, reserved: i64, committed: i64) -> Qty {
@@ -768,8 +755,7 @@ mod tests {
             .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
             .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
             .check();
-        assert_eq!(r.violations.len(), 1);
-        assert_eq!(r.violations[0].op.n, 3, "{}", r.violations[0]);
+        refused_at(&r, 3);
     }
 
     #[test]
@@ -779,8 +765,7 @@ mod tests {
             .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
             .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
             .check();
-        assert_eq!(r.violations.len(), 1);
-        assert_eq!(r.violations[0].op.n, 3, "{}", r.violations[0]);
+        refused_at(&r, 3);
     }
 
     #[test]
@@ -792,8 +777,7 @@ mod tests {
             .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
             .op(1, 30, Some(32), reserve("k1", 1), held(8, 1, 20, false))
             .check();
-        assert_eq!(r.violations.len(), 1);
-        assert_eq!(r.violations[0].op.n, 4, "{}", r.violations[0]);
+        refused_at(&r, 4);
     }
 
     #[test]
@@ -810,8 +794,7 @@ mod tests {
                 Answer::Levels { locations: vec![("a".into(), q(5, 0, 0))] },
             )
             .check();
-        assert_eq!(r.violations.len(), 1);
-        assert_eq!(r.violations[0].op.n, 3, "{}", r.violations[0]);
+        refused_at(&r, 3);
         // The same read concurrent with the reserve may see either side.
         let r = H::default()
             .stock(0, 1, 5, q(5, 0, 0))

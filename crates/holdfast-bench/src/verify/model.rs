@@ -212,28 +212,10 @@ impl Model {
         self.set_hold(id, Some(h));
     }
 
-    /// Holds to release before `op`: none. Expiry is a step of its own
-    /// ([`Call::Lapse`]), placed by the search at the hold's `expires_at`;
-    /// kept as the hook through which an operation could be taken several
-    /// ways.
-    pub fn due(&self, _op: &Op, _items: &[String]) -> Vec<(i64, bool)> {
-        Vec::new()
-    }
-
-    /// How many ways `op` may be taken: the number of expired holds to
-    /// release first, from all of `due` down to those surely expired.
-    pub fn choices(due: &[(i64, bool)]) -> std::ops::RangeInclusive<usize> {
-        let sure = due.iter().take_while(|d| d.1).count();
-        sure..=due.len()
-    }
-
-    /// Takes `op` after releasing the first `lapse` of `due`: `Ok` when
-    /// the answer is what this model gives, `Err` with what it would have
-    /// given otherwise. On `Err` the caller undoes to its mark.
-    pub fn step(&mut self, op: &Op, due: &[(i64, bool)], lapse: usize) -> Result<(), String> {
-        for (id, _) in &due[..lapse] {
-            self.transition(*id, Status::Expired);
-        }
+    /// Takes `op`: `Ok` when its answer is what this model gives, `Err`
+    /// with what it would have given otherwise. On `Err` the caller undoes
+    /// to its mark. A hold's expiry is a step of its own ([`Call::Lapse`]).
+    pub fn step(&mut self, op: &Op) -> Result<(), String> {
         let ghost = op.unknown();
         match &op.call {
             Call::Reserve { key, lines, ttl, partial, split } => {

@@ -71,6 +71,13 @@ fn text<T: ToString>(v: &T) -> String {
     v.to_string()
 }
 
+/// Runs a statement over a shop's wants ($1 shop, then the wants' items,
+/// locations and quantities as arrays), as the pick and the takes are.
+async fn by_wants(c: &mut PgConnection, sql: &'static str, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<PgRow>> {
+    let (items, locs, qtys) = want_arrays(wants);
+    sqlx::query(&tag::sql(sql)).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await
+}
+
 /// The three parallel arrays a cart's wants travel in.
 fn want_arrays(wants: &[Want]) -> (Vec<String>, Vec<Option<String>>, Vec<i32>) {
     (
@@ -147,21 +154,12 @@ impl Dialect for Pg {
         wants: &[Want],
         waiting: bool,
     ) -> sqlx::Result<Vec<Taken>> {
-        let (items, locs, qtys) = want_arrays(wants);
-        let sql = tag::sql(if waiting { TAKE_UNITS_WAITING } else { TAKE_UNITS });
-        let rows = sqlx::query(&sql).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await?;
+        let rows = by_wants(c, if waiting { TAKE_UNITS_WAITING } else { TAKE_UNITS }, shop, wants).await?;
         rows.iter().map(run::taken::<Self>).collect()
     }
 
     async fn pick_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Unit>> {
-        let (items, locs, qtys) = want_arrays(wants);
-        let rows = sqlx::query(&tag::sql(PICK_UNITS))
-            .bind(shop.as_str())
-            .bind(items)
-            .bind(locs)
-            .bind(qtys)
-            .fetch_all(c)
-            .await?;
+        let rows = by_wants(c, PICK_UNITS, shop, wants).await?;
         rows.iter().map(run::unit::<Postgres>).collect()
     }
 
