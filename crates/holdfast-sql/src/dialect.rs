@@ -179,6 +179,10 @@ pub(crate) enum LedgerLock {
     /// Wait until nobody holds them, and hold nothing afterwards (the
     /// weakest shared lock, sent in autocommit so it ends with the statement).
     Await,
+    /// The same shared lock inside a transaction, held to its end: a release
+    /// keeps reserves and stock changes off the rows of the units it returns
+    /// until it commits, and never waits for another release.
+    Share,
 }
 
 /// What the held quantities (`reserved_quantities.state`) of a settled

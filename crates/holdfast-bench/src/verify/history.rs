@@ -67,6 +67,13 @@ pub enum Call {
         id: i64,
         at: i64,
     },
+    /// Never recorded: the checker's own step for the level stock change
+    /// `of` answered with, which is read after the change commits.
+    Read {
+        of: u64,
+        item: String,
+        location: String,
+    },
 }
 
 /// Quantities of one (item, location) as answered.
@@ -123,6 +130,9 @@ pub enum Answer {
     Unknown {
         reason: String,
     },
+    /// Never recorded: a stock change that was accepted, its level answer
+    /// being checked by its own [`Call::Read`].
+    Applied,
 }
 
 impl Answer {

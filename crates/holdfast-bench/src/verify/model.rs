@@ -6,7 +6,7 @@
 //! back in constant time per change; it keeps a hash of its whole state,
 //! updated with every change, for the search's memo of states seen.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 
 use super::history::{Alloc, Answer, Call, Held, Line, Qty, Short};
@@ -14,6 +14,11 @@ use super::history::{Alloc, Answer, Call, Held, Line, Qty, Short};
 /// Slack, in microseconds, when a time the database chose is compared with
 /// the client's clock (rounding of stored timestamps).
 pub const SLACK_US: i64 = 20_000;
+
+/// How long after a hold's `expires_at` level reads (and the lock-free
+/// `insufficient_stock` check) count it as expired; a reserve under the
+/// ledger lock counts it at once.
+pub const READ_LAG_US: i64 = 50_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Status {
@@ -68,6 +73,7 @@ enum Undo {
     Stock((String, String), Option<Stock>),
     Hold(i64, Option<Hold>),
     Key(String, Option<i64>),
+    Applied(u64, bool),
 }
 
 /// One operation as the checker sees it: the call, the answer (`Unknown`
@@ -87,6 +93,17 @@ impl Op {
     pub fn unknown(&self) -> bool {
         self.answer.is_unknown()
     }
+
+    /// Whether the model, wherever it takes this op, leaves its state as it
+    /// was: a refusal of any kind and a read of levels. (An answer that names a
+    /// reservation may be a replay, which changes nothing, or a new hold.)
+    pub fn read_only(&self) -> bool {
+        match self.call {
+            Call::Lapse { .. } => false,
+            Call::Read { .. } | Call::Levels { .. } => !self.unknown(),
+            _ => matches!(self.answer, Answer::Refused { .. }),
+        }
+    }
 }
 
 /// The inventory of one partition of a history.
@@ -95,6 +112,8 @@ pub struct Model {
     stock: BTreeMap<(String, String), Stock>,
     holds: HashMap<i64, Hold>,
     keys: HashMap<String, i64>,
+    /// Stock changes taken, whose level may now be read.
+    applied: HashSet<u64>,
     hash: u64,
     log: Vec<(Undo, u64)>,
     /// Holds created by operations whose answer was lost get ids of their
@@ -124,6 +143,7 @@ pub fn items_of(call: &Call) -> Vec<String> {
     match call {
         Call::Reserve { lines, .. } => lines.iter().map(|l| l.item.clone()).collect(),
         Call::Stock { item, .. } | Call::Levels { item } => vec![item.clone()],
+        Call::Read { item, .. } => vec![item.clone()],
         Call::Claim { .. } | Call::Release { .. } | Call::Extend { .. } | Call::Lapse { .. } => Vec::new(),
     }
 }
@@ -149,6 +169,11 @@ impl Model {
                 Undo::Stock(k, v) => restore(&mut self.stock, k, v),
                 Undo::Hold(k, v) => restore(&mut self.holds, k, v),
                 Undo::Key(k, v) => restore(&mut self.keys, k, v),
+                Undo::Applied(n, was) => {
+                    if !was {
+                        self.applied.remove(&n);
+                    }
+                }
             }
             self.hash = hash;
         }
@@ -183,6 +208,15 @@ impl Model {
         let old = self.keys.insert(key.clone(), id);
         // Keys follow from the holds (each hold carries its key): no hash.
         self.log.push((Undo::Key(key, old), self.hash));
+    }
+
+    fn set_applied(&mut self, n: u64) {
+        let was = !self.applied.insert(n);
+        let before = self.hash;
+        if !was {
+            self.hash ^= h64(&(2u8, n));
+        }
+        self.log.push((Undo::Applied(n, was), before));
     }
 
     fn stock_of(&self, item: &str, location: &str) -> Option<Stock> {
@@ -235,6 +269,16 @@ impl Model {
                     self.transition(*id, Status::Expired);
                 }
                 Ok(())
+            }
+            Call::Read { of, item, location } => {
+                if !self.applied.contains(of) {
+                    return Err(format!("stock change {of} is not taken yet, so its level cannot be read"));
+                }
+                let want = self.stock_of(item, location).unwrap_or_default().qty();
+                match &op.answer {
+                    Answer::Level { location: l, qty } if l == location && *qty == want => Ok(()),
+                    other => Err(format!("stock of {item}@{location} should be {want:?}, got {other:?}")),
+                }
             }
             Call::Levels { item } => {
                 if ghost {
@@ -492,11 +536,11 @@ impl Model {
             (other, _) => return Err(format!("unknown stock change {other:?}")),
         };
         if !ghost {
-            let want = next.qty();
-            match &op.answer {
-                Answer::Level { location: l, qty } if l == location && *qty == want => {}
-                other => return Err(format!("stock of {item}@{location} should be {want:?}, got {other:?}")),
+            // Its level answer is checked by its own Read step.
+            if op.answer != Answer::Applied {
+                return Err(format!("stock of {item}@{location} changes to {:?}, got {:?}", next.qty(), op.answer));
             }
+            self.set_applied(op.n);
         }
         self.set_stock(k, next);
         Ok(())

@@ -116,8 +116,8 @@ async fn send(store: &dyn Store, shop: &ShopId, call: &Call) -> Answer {
                 let l = store.change_stock(&req).await?;
                 Answer::Level { location: l.location.to_string(), qty: qty(&l.quantities) }
             }
-            Call::Lapse { .. } => {
-                return Err(holdfast_core::Invalid::new("call", "a lapse is the checker's own step, never sent").into());
+            Call::Lapse { .. } | Call::Read { .. } => {
+                return Err(holdfast_core::Invalid::new("call", "the checker's own steps are never sent").into());
             }
             Call::Levels { item } => {
                 let levels = store.levels(shop, &ItemId::new(item.clone())?).await?;

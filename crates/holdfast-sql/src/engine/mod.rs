@@ -275,7 +275,8 @@ impl<D: Dialect> Store for SqlStore<D> {
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
         // Setting an absolute value may be repeated safely; a delta may not.
         let idempotent = matches!(req.change(), StockChange::Set(_));
-        self.op("stock", idempotent, || self.change_stock_once(req)).await
+        self.op("stock", idempotent, || self.change_stock_once(req)).await?;
+        self.op("stock", true, || self.level_at(req.shop(), req.item(), req.location())).await
     }
 
     async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {

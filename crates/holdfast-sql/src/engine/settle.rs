@@ -1,17 +1,18 @@
 //! Claim, release, extend and the expiry sweep: each locks the reservation
 //! rows first (lock order step 1) and flips the reservations' own rows; a
 //! batch of them costs the same few statements as one. The
-//! ledger row is not touched, so settling holds of a hot item does not queue
-//! on it; whoever locks the ledger row next folds them in.
+//! ledger row is not written, so settling holds of a hot item does not queue
+//! on it; whoever locks the ledger row next folds them in. A release only
+//! takes a shared lock on it (see [`SqlStore::lock_for_release`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use holdfast_core::{Error, Reservation, ReservationId, ReservationStatus, ShopId, Ttl};
+use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReservationStatus, ShopId, Ttl};
 
 use super::reserve::reservation;
 use super::{Fail, SqlStore};
-use crate::dialect::{Conn, Dialect, Head, LineState, Stmt, TxMode};
+use crate::dialect::{Conn, Dialect, Head, LedgerLock, LineState, Stmt, TxMode};
 use crate::run;
 use crate::tag;
 
@@ -119,6 +120,13 @@ impl<D: Dialect> SqlStore<D> {
             };
             decided.push(outcome.map(|()| head.clone()));
         }
+        // Every released hold was answered, so its lines are among these.
+        let mut answered: Vec<ReservationId> = decided.iter().filter_map(|d| d.as_ref().ok().map(|h| h.id)).collect();
+        answered.sort();
+        answered.dedup();
+        let lines =
+            if answered.is_empty() { HashMap::new() } else { run::lines_of_each::<D>(tx, shop, &answered).await? };
+        self.lock_for_release(tx, shop, &moves, &lines).await?;
         for (status, state) in
             [(Claimed, LineState::Committed), (Released, LineState::Returned), (Expired, LineState::Returned)]
         {
@@ -127,11 +135,6 @@ impl<D: Dialect> SqlStore<D> {
                 D::transition(tx, shop, &flip, status, state).await?;
             }
         }
-        let mut answered: Vec<ReservationId> = decided.iter().filter_map(|d| d.as_ref().ok().map(|h| h.id)).collect();
-        answered.sort();
-        answered.dedup();
-        let lines =
-            if answered.is_empty() { HashMap::new() } else { run::lines_of_each::<D>(tx, shop, &answered).await? };
         Ok(decided
             .into_iter()
             .map(|d| {
@@ -141,6 +144,39 @@ impl<D: Dialect> SqlStore<D> {
                 })
             })
             .collect())
+    }
+
+    /// Lock order step 2 for a release: the ledger rows of the released
+    /// units, shared, held to commit. A release makes units available the
+    /// moment it commits, and a reserve that came up short decided so under
+    /// the ledger lock, from what had been released when it looked. Were a
+    /// release to commit between that look and the reserve's commit, a reader
+    /// in between would see the released units and not the reserve's, an
+    /// order no single inventory has; so a release waits for the reserve.
+    /// Shared locks do not wait for each other, so releases do not queue on
+    /// a hot item's ledger row; only a reserve or stock change holding it
+    /// makes them wait. An expiry needs no lock: the units of a hold past its
+    /// time count as available from that time on, before any sweep.
+    async fn lock_for_release(
+        &self,
+        tx: &mut Conn<D>,
+        shop: &ShopId,
+        moves: &[(ReservationId, ReservationStatus)],
+        lines: &HashMap<ReservationId, Vec<holdfast_core::Allocation>>,
+    ) -> Result<(), Fail> {
+        let mut spec: Vec<(ItemId, Option<LocationId>)> = moves
+            .iter()
+            .filter(|m| m.1 == ReservationStatus::Released)
+            .flat_map(|m| lines.get(&m.0).into_iter().flatten())
+            .map(|a| (a.item.clone(), Some(a.location.clone())))
+            .collect();
+        if spec.is_empty() {
+            return Ok(());
+        }
+        spec.sort();
+        spec.dedup();
+        D::lock_ledgers(tx, shop, &spec, LedgerLock::Share).await?;
+        Ok(())
     }
 
     /// The sweeper's unit of work: up to `limit` due holds of any shop.

@@ -14,8 +14,8 @@ use crate::tag;
 impl<D: Dialect> SqlStore<D> {
     /// A stock change under the ledger lock. A decrease takes `unpooled`
     /// units first, then free pool rows; it never takes reserved or committed
-    /// units.
-    pub(super) async fn change_stock_once(&self, req: &StockRequest) -> Result<LocationLevel, Fail> {
+    /// units. The caller reads the level after the commit.
+    pub(super) async fn change_stock_once(&self, req: &StockRequest) -> Result<(), Fail> {
         let (shop, item, location, change) = (req.shop(), req.item(), req.location(), req.change());
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
@@ -88,14 +88,28 @@ impl<D: Dialect> SqlStore<D> {
             }
         }
         self.write_back(&mut tx, shop, std::iter::once(row)).await?;
-        let level =
-            run::all::<D, _>(&mut tx, Stmt::Levels, &[shop.as_str().into(), item.as_str().into()], run::level::<D>)
-                .await?
-                .into_iter()
-                .find(|l| &l.location == location)
-                .ok_or_else(|| Fail::Domain(Error::Internal("ledger row vanished".into())))?;
         tx.commit().await?;
-        Ok(level)
+        Ok(())
+    }
+
+    /// The level a stock change answers with, read after its commit. Read
+    /// inside its transaction, it would pair the change with the holds and
+    /// claims of that moment, and fast-path reserves and claims (which never
+    /// wait for the ledger lock) may commit before the change does: a reader
+    /// in between would see them without the change, the answer the change
+    /// without them, and no single order of the two would give both.
+    pub(super) async fn level_at(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        location: &LocationId,
+    ) -> Result<LocationLevel, Fail> {
+        self.levels_once(shop, item)
+            .await?
+            .locations
+            .into_iter()
+            .find(|l| &l.location == location)
+            .ok_or_else(|| Fail::Domain(Error::Internal("ledger row vanished".into())))
     }
 
     /// Refills the pools of `spec` from their ledger rows, in a transaction

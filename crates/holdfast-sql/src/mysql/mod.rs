@@ -222,7 +222,7 @@ impl Dialect for My {
             Stmt::Audit => &[0, 0, 0, 0, 0, 0],
             Stmt::WriteLedger => &[3, 4, 5, 0, 1, 2],
             Stmt::Refill => &[0, 1, 2, 3, 3, 0, 1, 2, 4],
-            Stmt::InFlight => &[0, 1, 2, 1, 2, 0],
+            Stmt::InFlight => &[0, 1, 2, 1, 2, 0, 0, 1, 2],
             Stmt::Extend => &[2, 0, 1],
             Stmt::LegacyRows => &[0, 0, 1, 1],
             Stmt::LegacySwapOnHand => &[4, 0, 1, 2, 3],
@@ -358,8 +358,9 @@ impl Dialect for My {
         let clause = match lock {
             LedgerLock::Wait => "FOR UPDATE",
             LedgerLock::Skip => "FOR UPDATE SKIP LOCKED",
-            // Sent in autocommit: the shared lock goes with the statement.
-            LedgerLock::Await => "LOCK IN SHARE MODE",
+            // Sent in autocommit (Await), the shared lock goes with the
+            // statement; in a transaction (Share), with the transaction.
+            LedgerLock::Await | LedgerLock::Share => "LOCK IN SHARE MODE",
         };
         let (sql, args) = with_candidates(raw!("lock_ledgers"), shop, spec, clause);
         MySql::fetch(c, &sql, &args).await?.iter().map(run::ledger::<Self>).collect()

@@ -242,7 +242,7 @@ impl Dialect for Pg {
         let sql = tag::sql(match lock {
             LedgerLock::Wait => LOCK_LEDGERS,
             LedgerLock::Skip => LOCK_LEDGERS_SKIP,
-            LedgerLock::Await => AWAIT_LEDGERS,
+            LedgerLock::Await | LedgerLock::Share => AWAIT_LEDGERS,
         });
         let rows = sqlx::query(&sql).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
         rows.iter().map(run::ledger::<Self>).collect()

@@ -2,10 +2,16 @@
 -- location) that other transactions have in flight. Pool rows still visible
 -- here are locked by transactions that may roll back; held rows of expired
 -- holds are in a sweeper's or a claim's hands. Plain reads, no locks.
+-- Units released or expired but not folded into the ledger row are in
+-- flight too: this transaction folded what it saw when it first came up short
+-- here, and a later step of the same reserve (the expiry of a hold with units
+-- at another of its lines' locations) may have returned more since.
 SELECT (SELECT COUNT(*) FROM reservation_units u
         WHERE u.shop_id = ? AND u.item_id = ? AND u.location_id = ?)
      + (SELECT COUNT(*) FROM reservations r
         JOIN reserved_quantities q
           ON q.shop_id = r.shop_id AND q.reservation_id = r.id
          AND q.item_id = ? AND q.location_id = ? AND q.state = 'held'
-        WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) AND r.shop_id = ?) AS n
+        WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) AND r.shop_id = ?)
+     + CAST((SELECT COALESCE(SUM(q.quantity), 0) FROM reserved_quantities q
+             WHERE q.shop_id = ? AND q.item_id = ? AND q.location_id = ? AND q.state = 'returned') AS SIGNED) AS n

@@ -3,12 +3,13 @@
 -- so sweeper lag never causes undersell. Runs under the ledger lock, so the
 -- reservations are taken with SKIP LOCKED: out of lock order, but never
 -- waiting. Holds another transaction has locked are reported by in_flight.
+-- The statement's time, as in in_flight.sql.
 WITH due AS (
     SELECT r.shop_id, r.id
     FROM reservations r
     WHERE r.shop_id = $1
       AND r.status = 'held'
-      AND r.expires_at <= now()
+      AND r.expires_at <= statement_timestamp()
       -- From the (few) expired holds to their rows by primary key, not
       -- from every live hold of a hot item.
       AND EXISTS (

@@ -1,11 +1,20 @@
 -- After a reserve came up short under the ledger lock: units of this (item,
 -- location) that other transactions have in flight. Pool rows still visible
 -- here are locked by transactions that may roll back; held rows of expired
--- holds are in a sweeper's or a claim's hands. Plain reads, no locks.
+-- holds are in a sweeper's or a claim's hands. Plain reads, no locks. The
+-- time is the statement's, not the transaction's (now()): the transaction
+-- may have waited for the ledger lock, and a hold that expired meanwhile
+-- counts as available for readers already.
+-- Units released or expired but not folded into the ledger row are in
+-- flight too: this transaction folded what it saw when it first came up short
+-- here, and a later step of the same reserve (the expiry of a hold with units
+-- at another of its lines' locations) may have returned more since.
 SELECT (SELECT count(*) FROM reservation_units u
         WHERE u.shop_id = $1 AND u.item_id = $2 AND u.location_id = $3)
      + (SELECT count(*) FROM reservations r
         JOIN reserved_quantities q
           ON q.shop_id = r.shop_id AND q.reservation_id = r.id
          AND q.item_id = $2 AND q.location_id = $3 AND q.state = 'held'
-        WHERE r.status = 'held' AND r.expires_at <= now() AND r.shop_id = $1) AS n
+        WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() AND r.shop_id = $1)
+     + (SELECT COALESCE(sum(q.quantity), 0) FROM reserved_quantities q
+        WHERE q.shop_id = $1 AND q.item_id = $2 AND q.location_id = $3 AND q.state = 'returned') AS n

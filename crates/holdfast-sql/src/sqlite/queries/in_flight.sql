@@ -3,10 +3,16 @@
 -- is in another transaction's hands, so this is zero unless a hold expired
 -- between expire_at and now; the check stays so that "sold out" has the same
 -- meaning on every backend. Plain reads.
+-- Units released or expired but not folded into the ledger row are in
+-- flight too: this transaction folded what it saw when it first came up short
+-- here, and a later step of the same reserve (the expiry of a hold with units
+-- at another of its lines' locations) may have returned more since.
 SELECT (SELECT count(*) FROM reservation_units u
         WHERE u.shop_id = ?1 AND u.item_id = ?2 AND u.location_id = ?3)
      + (SELECT count(*) FROM reservations r
         JOIN reserved_quantities q
           ON q.shop_id = r.shop_id AND q.reservation_id = r.id
          AND q.item_id = ?2 AND q.location_id = ?3 AND q.state = 'held'
-        WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 AND r.shop_id = ?1) AS n
+        WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 AND r.shop_id = ?1)
+     + (SELECT COALESCE(sum(q.quantity), 0) FROM reserved_quantities q
+        WHERE q.shop_id = ?1 AND q.item_id = ?2 AND q.location_id = ?3 AND q.state = 'returned') AS n
