@@ -231,6 +231,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
                 FaultArg::Cut => Some(Fault::Cut),
                 FaultArg::Outage => Some(Fault::Outage),
                 FaultArg::Stall => Some(Fault::Stall),
+                FaultArg::Kill => Some(Fault::Kill),
             })
             .collect();
         let tmp = std::env::temp_dir().join(format!("holdfast-verify-{}", std::process::id()));
@@ -246,7 +247,12 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
                 return Err(fail(Invalid::new("backend", "verify runs holdfast: sqlite, postgres or mysql").into()));
             }
         };
-        let faults = if database_url.starts_with("sqlite:") { Vec::new() } else { faults };
+        // SQLite is a file in this process: nothing on the network to break.
+        let faults: Vec<Fault> = if database_url.starts_with("sqlite:") {
+            faults.into_iter().filter(|f| *f == Fault::Kill).collect()
+        } else {
+            faults
+        };
         let opts = VerifyOptions {
             database_url,
             store: db.store_config(),
@@ -261,6 +267,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
                     .map(|d| d.as_nanos() as u64)
                     .unwrap_or(1)
             }),
+            serve: a.serve,
         };
         if !json {
             eprintln!(

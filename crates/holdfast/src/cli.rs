@@ -301,8 +301,9 @@ pub struct VerifyArgs {
     /// Concurrent clients.
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub clients: u32,
-    /// Faults to inject between the store and its database (PostgreSQL and
-    /// MySQL/MariaDB); "none" for none.
+    /// Faults to inject: cut, outage and stall between the store and its
+    /// database (PostgreSQL and MySQL/MariaDB), kill of the `serve` process
+    /// (with --serve); "none" for none.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "cut,outage,stall")]
     pub faults: Vec<FaultArg>,
     /// Seconds between faults: MIN,MAX.
@@ -324,6 +325,10 @@ pub struct VerifyArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Run the workload against a `holdfast serve` child process over HTTP
+    /// (started on a free local port), not the library.
+    #[arg(long)]
+    pub serve: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -332,6 +337,7 @@ pub enum FaultArg {
     Cut,
     Outage,
     Stall,
+    Kill,
 }
 
 #[derive(Debug, Args)]

@@ -20,11 +20,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::history::{Answer, Call, Event};
-use super::model::{Model, Op, READ_LAG_US, SLACK_US, items_of};
+use super::model::{Model, Op, READ_LAG_US, SLACK_US, ghost_hold, items_of};
 
 /// Most model steps one group's search may take. Beyond it the search gives
 /// up and says so: neither a proof nor a violation.
 pub const STEP_BUDGET: u64 = 50_000_000;
+
+/// How long after its call a reserve whose answer was lost may still have
+/// committed: the workload gives up on an answer after 3 s.
+const GHOST_COMMIT_US: i64 = 3_000_000;
 
 /// A history the model cannot explain.
 #[derive(Debug, Clone)]
@@ -160,6 +164,15 @@ pub fn check(events: &[Event]) -> Report {
     }
     lapses.sort();
     lapses.dedup();
+    // A lost reserve may have made a hold that nobody's answer names: it
+    // expires `ttl` after its commit, which came after the call and (at the
+    // latest) before the client gave up waiting.
+    let mut ghost_lapses: Vec<(i64, i64, Vec<String>)> = Vec::new();
+    for o in &ops {
+        if let (Call::Reserve { ttl, .. }, true) = (&o.call, o.unknown()) {
+            ghost_lapses.push((ghost_hold(o.n), o.invoked + *ttl as i64 * 1_000_000, items_of(&o.call)));
+        }
+    }
     // A stock change's level is read after it commits: the change is one
     // step, the read of its answer another, later in the same interval.
     let mut ops = ops;
@@ -180,6 +193,17 @@ pub fn check(events: &[Event]) -> Report {
             answer: Answer::Refused { code: "expires".into(), lines: Vec::new() },
             invoked: at - SLACK_US,
             completed: at + READ_LAG_US + SLACK_US,
+        });
+    }
+    for (k, (id, at, items)) in ghost_lapses.into_iter().enumerate() {
+        items_of_id.insert(id, items);
+        ops.push(Op {
+            n: u64::MAX / 4 - k as u64,
+            client: 0,
+            call: Call::Lapse { id, at },
+            answer: Answer::Refused { code: "expires".into(), lines: Vec::new() },
+            invoked: at - SLACK_US,
+            completed: at + GHOST_COMMIT_US + READ_LAG_US + SLACK_US,
         });
     }
     let items = |o: &Op| -> Vec<String> {

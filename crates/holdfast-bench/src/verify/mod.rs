@@ -5,6 +5,7 @@
 pub mod check;
 pub mod history;
 pub mod model;
+pub mod serve;
 pub mod workload;
 
 use std::sync::Arc;
@@ -30,6 +31,17 @@ pub enum Fault {
     Outage,
     /// Hold back all traffic for 0.5–3 s, then let it through.
     Stall,
+    /// SIGKILL the `holdfast serve` process (with `--serve`) and start it
+    /// again: requests in flight lose their answers.
+    Kill,
+}
+
+impl Fault {
+    /// Whether the fault acts on the network between the store and its
+    /// database (through the fault proxy).
+    fn on_network(self) -> bool {
+        !matches!(self, Fault::Kill)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -44,6 +56,8 @@ pub struct VerifyOptions {
     /// Hold lifetimes in seconds, drawn from this range (≥ 1).
     pub ttl: (u32, u32),
     pub seed: u64,
+    /// Drive a `holdfast serve` child over HTTP instead of the library.
+    pub serve: bool,
 }
 
 /// What a run recorded.
@@ -62,7 +76,11 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
         crate::bench::ensure_database(&opts.database_url).await?;
     }
     let shop = ShopId::new(format!("verify-{run_id}"))?;
-    let proxy = match (opts.faults.is_empty(), upstream_of(&opts.database_url)) {
+    if opts.faults.contains(&Fault::Kill) && !opts.serve {
+        return Err(Invalid::new("faults", "kill ends a holdfast serve process: run with --serve").into());
+    }
+    let network = opts.faults.iter().any(|f| f.on_network());
+    let proxy = match (!network, upstream_of(&opts.database_url)) {
         (true, _) => None,
         (false, Some(up)) => {
             Some(LatencyProxy::start(up, Duration::ZERO).map_err(|e| Error::Unavailable(format!("fault proxy: {e}")))?)
@@ -76,8 +94,13 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
     connect.store = opts.store.clone();
     connect.max_connections = 16;
     connect.acquire_timeout = Duration::from_secs(2);
-    let store: Arc<dyn Store> = holdfast_sql::connect(&connect).await?;
-    store.migrate().await?;
+    let direct: Arc<dyn Store> = holdfast_sql::connect(&connect).await?;
+    direct.migrate().await?;
+    let served = if opts.serve { Some(serve::Served::start(&connect.url, opts.store.coalesce).await?) } else { None };
+    let store: Arc<dyn Store> = match &served {
+        Some(s) => Arc::new(serve::HttpStore::new(&s.base, direct.backend())),
+        None => direct.clone(),
+    };
 
     let w = Arc::new(Workload {
         shop: shop.clone(),
@@ -97,8 +120,8 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
     for c in 1..=opts.clients {
         tasks.spawn(workload::client(store.clone(), w.clone(), rec.clone(), c, deadline));
     }
-    // The sweeper, as `serve` runs it.
-    let sweeper = {
+    // The sweeper, as `serve` runs it (a `serve` child runs its own).
+    let sweeper = (!opts.serve).then(|| {
         let store = store.clone();
         tokio::spawn(async move {
             loop {
@@ -106,12 +129,15 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         })
-    };
-    if let Some(p) = &proxy {
-        inject(p, &opts.faults, opts.fault_every, opts.seed, &rec, deadline).await;
+    });
+    if !opts.faults.is_empty() {
+        let at = Targets { proxy: proxy.as_ref(), served: served.as_ref() };
+        inject(at, &opts.faults, opts.fault_every, opts.seed, &rec, deadline).await;
     }
     while tasks.join_next().await.is_some() {}
-    sweeper.abort();
+    if let Some(s) = sweeper {
+        s.abort();
+    }
 
     // Closing reads of every item, so the last changes are observed.
     for f in 0..w.families {
@@ -120,7 +146,10 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
             workload::perform(store.as_ref(), &shop, &rec, 0, call, w.timeout).await;
         }
     }
-    let audit_ok = store.audit(Some(&shop)).await?.ok();
+    if let Some(s) = &served {
+        s.stop().await;
+    }
+    let audit_ok = direct.audit(Some(&shop)).await?.ok();
     Ok(Recorded { events: rec.events(), audit_ok })
 }
 
@@ -131,9 +160,15 @@ pub async fn check(events: Vec<Event>) -> Result<check::Report, Error> {
         .map_err(|e| Error::Internal(format!("checker: {e}")))
 }
 
+/// What faults act on: the proxy in front of the database, the `serve` child.
+struct Targets<'a> {
+    proxy: Option<&'a LatencyProxy>,
+    served: Option<&'a serve::Served>,
+}
+
 /// Injects a fault every `every` seconds until `deadline`.
 async fn inject(
-    proxy: &LatencyProxy,
+    at: Targets<'_>,
     faults: &[Fault],
     every: (f64, f64),
     seed: u64,
@@ -150,7 +185,17 @@ async fn inject(
         tokio::time::sleep(wait).await;
         let fault = *faults.choose(&mut rng).expect("at least one fault");
         let hold = Duration::from_millis(rng.gen_range(500..=3000));
+        if let (Fault::Kill, Some(served)) = (fault, at.served) {
+            rec.fault("kill: holdfast serve got SIGKILL");
+            match served.kill_and_restart().await {
+                Ok(()) => rec.fault("holdfast serve is back"),
+                Err(e) => rec.fault(format!("holdfast serve did not come back: {e}")),
+            }
+            continue;
+        }
+        let Some(proxy) = at.proxy else { continue };
         match fault {
+            Fault::Kill => {}
             Fault::Cut => {
                 rec.fault("cut: every database connection closed");
                 proxy.cut();

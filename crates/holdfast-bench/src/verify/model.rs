@@ -15,6 +15,12 @@ use super::history::{Alloc, Answer, Call, Held, Line, Qty, Short};
 /// the client's clock (rounding of stored timestamps).
 pub const SLACK_US: i64 = 20_000;
 
+/// The id a hold made by the lost reserve `op` has in the model until a
+/// replay names its real one.
+pub fn ghost_hold(op: u64) -> i64 {
+    -(op as i64)
+}
+
 /// How long after a hold's `expires_at` level reads (and the lock-free
 /// `insufficient_stock` check) count it as expired; a reserve under the
 /// ledger lock counts it at once.
@@ -116,9 +122,6 @@ pub struct Model {
     applied: HashSet<u64>,
     hash: u64,
     log: Vec<(Undo, u64)>,
-    /// Holds created by operations whose answer was lost get ids of their
-    /// own (negative) until a replay names the real one.
-    next_ghost: i64,
 }
 
 fn h64(v: &impl Hash) -> u64 {
@@ -150,7 +153,7 @@ pub fn items_of(call: &Call) -> Vec<String> {
 
 impl Model {
     pub fn new() -> Self {
-        Self { next_ghost: -1, ..Self::default() }
+        Self::default()
     }
 
     pub fn hash(&self) -> u64 {
@@ -260,10 +263,13 @@ impl Model {
             Call::Extend { id, ttl } => self.settle(op, *id, Status::Held, Some(*ttl), ghost),
             Call::Stock { item, location, change, n } => self.stock_change(op, item, location, change, *n, ghost),
             Call::Lapse { id, at } => {
-                // The hold expires now if this is still its expiry time.
+                // The hold expires now if this is still its expiry time. A
+                // hold a lost reserve made (negative id) lapses by that
+                // reserve's own step, whose window covers when it may have
+                // committed.
                 if let Some(h) = self.holds.get(id)
                     && h.status == Status::Held
-                    && !h.expiry_unknown
+                    && (h.expiry_unknown == (*id < 0))
                     && (h.expires_at - at).abs() <= SLACK_US
                 {
                     self.transition(*id, Status::Expired);
@@ -326,17 +332,23 @@ impl Model {
             if got.created == Some(true) {
                 return Err(format!("key {key} already had reservation {id}; the answer says it created {}", got.id));
             }
-            let id = if id < 0 {
+            if id < 0 {
                 // The hold of an answer that was lost: its id is learnt now.
                 if self.holds.contains_key(&got.id) {
                     return Err(format!("reservation {} answered for key {key} belongs to another key", got.id));
                 }
+                same_hold(got.id, &h, got, op)?;
+                // And its expiry, which the answers' lapse steps use from
+                // now on.
+                let mut learnt = h.clone();
+                if learnt.status == Status::Held && got.status == "held" {
+                    learnt.expires_at = got.expires_at;
+                    learnt.expiry_unknown = false;
+                }
                 self.set_hold(id, None);
-                self.set_hold(got.id, Some(h.clone()));
+                self.set_hold(got.id, Some(learnt));
                 self.set_key(key.to_string(), got.id);
-                got.id
-            } else {
-                id
+                return Ok(());
             };
             return same_hold(id, &h, got, op);
         }
@@ -385,8 +397,8 @@ impl Model {
         }
 
         let (id, expires_at, expiry_unknown) = if ghost {
-            let id = self.next_ghost;
-            self.next_ghost -= 1;
+            // Named after its op, so the op's own lapse step finds it.
+            let id = ghost_hold(op.n);
             (id, op.invoked + ttl as i64 * 1_000_000, true)
         } else {
             let Answer::Reservation(got) = &op.answer else {
