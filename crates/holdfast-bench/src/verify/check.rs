@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::history::{Answer, Call, Event};
-use super::model::{Model, Op, READ_LAG_US, SLACK_US, ghost_hold, items_of};
+use super::model::{Model, Op, SLACK_US, ghost_hold, items_of};
 
 /// Most model steps one group's search may take. Beyond it the search gives
 /// up and says so: neither a proof nor a violation.
@@ -152,8 +152,7 @@ pub fn check(events: &[Event]) -> Report {
     }
     // Each hold reaches its expiry at a time the answers name (its reserve,
     // each extend): one step per such time, in a window of the clock slack
-    // around it (and the reads' lag after it), so operations on either side
-    // see it live or expired.
+    // around it, so operations on either side see it live or expired.
     let mut lapses: Vec<(i64, i64)> = Vec::new();
     for o in &ops {
         if let Answer::Reservation(h) = &o.answer
@@ -192,7 +191,7 @@ pub fn check(events: &[Event]) -> Report {
             call: Call::Lapse { id, at },
             answer: Answer::Refused { code: "expires".into(), lines: Vec::new() },
             invoked: at - SLACK_US,
-            completed: at + READ_LAG_US + SLACK_US,
+            completed: at + SLACK_US,
         });
     }
     for (k, (id, at, items)) in ghost_lapses.into_iter().enumerate() {
@@ -203,7 +202,7 @@ pub fn check(events: &[Event]) -> Report {
             call: Call::Lapse { id, at },
             answer: Answer::Refused { code: "expires".into(), lines: Vec::new() },
             invoked: at - SLACK_US,
-            completed: at + GHOST_COMMIT_US + READ_LAG_US + SLACK_US,
+            completed: at + GHOST_COMMIT_US + SLACK_US,
         });
     }
     let items = |o: &Op| -> Vec<String> {

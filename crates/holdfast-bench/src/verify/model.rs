@@ -21,11 +21,6 @@ pub fn ghost_hold(op: u64) -> i64 {
     -(op as i64)
 }
 
-/// How long after a hold's `expires_at` level reads (and the lock-free
-/// `insufficient_stock` check) count it as expired; a reserve under the
-/// ledger lock counts it at once.
-pub const READ_LAG_US: i64 = 50_000;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Status {
     Held,

@@ -2,8 +2,7 @@
 -- each candidate (item, location) that no live hold has, in one statement
 -- (one consistent read, no locks): ledger, pool (rows that in-flight
 -- reserves have deleted still count), units released but not yet folded,
--- and units of expired holds (50 ms after their expiry, as levels.sql reads
--- them). When a line cannot be filled even from these,
+-- and units of expired holds. When a line cannot be filled even from these,
 -- the answer is `insufficient_stock` without taking the ledger lock.
 -- The candidates follow as in lock_ledgers.sql.
 SELECT l.item_id, l.location_id,
@@ -19,8 +18,7 @@ SELECT l.item_id, l.location_id,
                         JOIN reserved_quantities q
                           ON q.shop_id = r.shop_id AND q.reservation_id = r.id
                          AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
-                        WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) - INTERVAL 50000 MICROSECOND
-                          AND r.shop_id = l.shop_id), 0)
+                        WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) AND r.shop_id = l.shop_id), 0)
             AS SIGNED) AS available
 FROM inventory_levels l
 WHERE l.shop_id = ?

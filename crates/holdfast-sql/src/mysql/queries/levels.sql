@@ -2,13 +2,6 @@
 -- never SKIP LOCKED, which would hide rows that other transactions lock. A
 -- hold past its expiry is not reserved, even before a sweep releases it: its
 -- units count as available, as they do for a reserve (available.sql).
--- Reads count a hold as expired 50 ms after its expires_at; a reserve or a
--- stock change under the ledger lock counts it at once (expire_at.sql,
--- in_flight.sql). So a reserve that found a location short just before a
--- hold there expired commits before any read counts that hold's units as
--- free, and no read sees the units freed without the reserve that decided
--- without them (50 ms is far longer than from a reserve's last look to its
--- commit).
 -- MariaDB has no LATERAL, so the per-location sums are grouped derived
 -- tables; SUM over integers is DECIMAL on both servers, hence the CASTs.
 SELECT l.location_id,
@@ -37,7 +30,7 @@ LEFT JOIN (
     FROM reservations r
     JOIN reserved_quantities q
       ON q.shop_id = r.shop_id AND q.reservation_id = r.id AND q.item_id = ? AND q.state = 'held'
-    WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) - INTERVAL 50000 MICROSECOND AND r.shop_id = ?
+    WHERE r.status = 'held' AND r.expires_at <= UTC_TIMESTAMP(6) AND r.shop_id = ?
     GROUP BY q.location_id
 ) x ON x.location_id = l.location_id
 WHERE l.shop_id = ? AND l.item_id = ?

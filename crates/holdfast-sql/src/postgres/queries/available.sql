@@ -1,8 +1,7 @@
 -- After the fast path came up short, before anything is locked: the units of
 -- each candidate (item, location) that no live hold has, in one snapshot:
 -- ledger, pool (rows that in-flight reserves have deleted still count), units
--- released but not yet folded, and units of expired holds (50 ms after their
--- expiry, as levels.sql reads them). When a line cannot
+-- released but not yet folded, and units of expired holds. When a line cannot
 -- be filled even from these, the answer is `insufficient_stock` without taking
 -- the ledger lock: at this snapshot no more units were unreserved.
 SELECT l.item_id, l.location_id,
@@ -18,7 +17,6 @@ SELECT l.item_id, l.location_id,
                    JOIN reserved_quantities q
                      ON q.shop_id = r.shop_id AND q.reservation_id = r.id
                     AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
-                   WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() - interval '50 milliseconds'
-                     AND r.shop_id = l.shop_id), 0)
+                   WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() AND r.shop_id = l.shop_id), 0)
        AS available
 -- candidates.sql follows.

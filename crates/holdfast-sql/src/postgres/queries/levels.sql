@@ -2,13 +2,6 @@
 -- statement (one snapshot). A hold past its expiry is not reserved, even
 -- before a sweep releases it: its units count as available, as they do for
 -- a reserve (available.sql), which may take them.
--- Reads count a hold as expired 50 ms after its expires_at; a reserve or a
--- stock change under the ledger lock counts it at once (expire_at.sql,
--- in_flight.sql). So a reserve that found a location short just before a
--- hold there expired commits before any read counts that hold's units as
--- free, and no read sees the units freed without the reserve that decided
--- without them (50 ms is far longer than from a reserve's last look to its
--- commit).
 SELECT location_id, on_hand,
        unpooled + returned + pooled + lapsed AS available,
        held - lapsed AS reserved,
@@ -22,8 +15,7 @@ CROSS JOIN LATERAL (
     JOIN reserved_quantities q
       ON q.shop_id = r.shop_id AND q.reservation_id = r.id
      AND q.item_id = terms.item_id AND q.location_id = terms.location_id AND q.state = 'held'
-    WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() - interval '50 milliseconds'
-      AND r.shop_id = terms.shop_id
+    WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() AND r.shop_id = terms.shop_id
 ) x
 WHERE shop_id = $1 AND item_id = $2
 ORDER BY location_id

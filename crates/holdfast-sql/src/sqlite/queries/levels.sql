@@ -3,8 +3,6 @@
 -- by location once and joined. A hold past its expiry is not reserved, even
 -- before a sweep releases it: its units count as available, as they do for a
 -- reserve, which may take them.
--- Reads count it 50 ms after its expires_at, a reserve at once: see
--- postgres/queries/levels.sql.
 SELECT l.location_id,
        l.on_hand,
        l.unpooled + COALESCE(q.returned, 0) + COALESCE(p.n, 0) + COALESCE(x.lapsed, 0) AS available,
@@ -32,7 +30,7 @@ LEFT JOIN (
     FROM reservations r
     JOIN reserved_quantities q
       ON q.shop_id = r.shop_id AND q.reservation_id = r.id AND q.item_id = ?2 AND q.state = 'held'
-    WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 - 50 AND r.shop_id = ?1
+    WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000 AND r.shop_id = ?1
     GROUP BY q.location_id
 ) x ON x.location_id = l.location_id
 WHERE l.shop_id = ?1 AND l.item_id = ?2
