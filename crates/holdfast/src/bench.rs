@@ -11,7 +11,7 @@ use holdfast_bench::matrix::{self, MatrixOptions};
 use holdfast_core::ConnHold;
 use holdfast_core::{Error, Invalid};
 
-use crate::cli::{DbArgs, FaultArg, FlashSaleArgs, MatrixArgs, VerifyArgs};
+use crate::cli::{DbArgs, FaultArg, FlashSaleArgs, MatrixArgs, VerifyArgs, VerifyMode};
 use crate::output::Printer;
 use crate::{Failure, OrFail};
 
@@ -232,6 +232,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
                 FaultArg::Outage => Some(Fault::Outage),
                 FaultArg::Stall => Some(Fault::Stall),
                 FaultArg::Kill => Some(Fault::Kill),
+                FaultArg::Redis => Some(Fault::Redis),
             })
             .collect();
         let tmp = std::env::temp_dir().join(format!("holdfast-verify-{}", std::process::id()));
@@ -249,7 +250,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
         };
         // SQLite is a file in this process: nothing on the network to break.
         let faults: Vec<Fault> = if database_url.starts_with("sqlite:") {
-            faults.into_iter().filter(|f| *f == Fault::Kill).collect()
+            faults.into_iter().filter(|f| matches!(f, Fault::Kill | Fault::Redis)).collect()
         } else {
             faults
         };
@@ -268,6 +269,13 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
                     .unwrap_or(1)
             }),
             serve: a.serve,
+            mode: a.mode.map(|m| {
+                let mode = match m {
+                    VerifyMode::Shadow => holdfast_core::Mode::Shadow,
+                    VerifyMode::SqlPrimary => holdfast_core::Mode::SqlPrimary,
+                };
+                (mode, a.redis_url.clone())
+            }),
         };
         if !json {
             eprintln!(

@@ -329,6 +329,19 @@ pub struct VerifyArgs {
     /// (started on a free local port), not the library.
     #[arg(long)]
     pub serve: bool,
+    /// Serve the run's shop in this migration mode (shadow: Redis decides;
+    /// sql-primary: SQL decides, Redis follows), with --serve.
+    #[arg(long, value_enum, requires = "serve")]
+    pub mode: Option<VerifyMode>,
+    /// The Redis of --mode (reached through a proxy the redis fault breaks).
+    #[arg(long, env = "HOLDFAST_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    pub redis_url: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VerifyMode {
+    Shadow,
+    SqlPrimary,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -338,6 +351,7 @@ pub enum FaultArg {
     Outage,
     Stall,
     Kill,
+    Redis,
 }
 
 #[derive(Debug, Args)]

@@ -34,13 +34,16 @@ pub enum Fault {
     /// SIGKILL the `holdfast serve` process (with `--serve`) and start it
     /// again: requests in flight lose their answers.
     Kill,
+    /// Close every connection to Redis and refuse new ones for 0.5–3 s: Redis
+    /// stopped, as the service sees it (with `--mode`).
+    Redis,
 }
 
 impl Fault {
     /// Whether the fault acts on the network between the store and its
     /// database (through the fault proxy).
     fn on_network(self) -> bool {
-        !matches!(self, Fault::Kill)
+        matches!(self, Fault::Cut | Fault::Outage | Fault::Stall)
     }
 }
 
@@ -58,6 +61,9 @@ pub struct VerifyOptions {
     pub seed: u64,
     /// Drive a `holdfast serve` child over HTTP instead of the library.
     pub serve: bool,
+    /// Run the shop in this migration mode (with `serve`), with the legacy
+    /// store on this Redis.
+    pub mode: Option<(holdfast_core::Mode, String)>,
 }
 
 /// What a run recorded.
@@ -79,6 +85,22 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
     if opts.faults.contains(&Fault::Kill) && !opts.serve {
         return Err(Invalid::new("faults", "kill ends a holdfast serve process: run with --serve").into());
     }
+    if opts.mode.is_some() && !opts.serve {
+        return Err(Invalid::new("mode", "migration modes run in holdfast serve: run with --serve").into());
+    }
+    if opts.faults.contains(&Fault::Redis) && opts.mode.is_none() {
+        return Err(Invalid::new("faults", "the redis fault needs a shop on Redis: run with --mode").into());
+    }
+    // Redis behind a proxy of its own, which the `redis` fault breaks.
+    let redis = match &opts.mode {
+        Some((mode, url)) => {
+            let up = upstream_of(url).ok_or_else(|| Invalid::new("redis_url", "not a redis:// URL"))?;
+            let proxy =
+                LatencyProxy::start(up, Duration::ZERO).map_err(|e| Error::Unavailable(format!("fault proxy: {e}")))?;
+            Some((*mode, proxy.rewrite(url), proxy))
+        }
+        None => None,
+    };
     let network = opts.faults.iter().any(|f| f.on_network());
     let proxy = match (!network, upstream_of(&opts.database_url)) {
         (true, _) => None,
@@ -96,7 +118,15 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
     connect.acquire_timeout = Duration::from_secs(2);
     let direct: Arc<dyn Store> = holdfast_sql::connect(&connect).await?;
     direct.migrate().await?;
-    let served = if opts.serve { Some(serve::Served::start(&connect.url, opts.store.coalesce).await?) } else { None };
+    let served = if opts.serve {
+        let redis = redis.as_ref().map(|(_, url, _)| (url.as_str(), format!("hfverify{run_id}:")));
+        Some(serve::Served::start(&connect.url, opts.store.coalesce, redis).await?)
+    } else {
+        None
+    };
+    if let (Some((mode, _, _)), Some(s)) = (&redis, &served) {
+        s.set_mode(&shop, *mode).await?;
+    }
     let store: Arc<dyn Store> = match &served {
         Some(s) => Arc::new(serve::HttpStore::new(&s.base, direct.backend())),
         None => direct.clone(),
@@ -131,7 +161,7 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
         })
     });
     if !opts.faults.is_empty() {
-        let at = Targets { proxy: proxy.as_ref(), served: served.as_ref() };
+        let at = Targets { proxy: proxy.as_ref(), served: served.as_ref(), redis: redis.as_ref().map(|r| &r.2) };
         inject(at, &opts.faults, opts.fault_every, opts.seed, &rec, deadline).await;
     }
     while tasks.join_next().await.is_some() {}
@@ -164,6 +194,7 @@ pub async fn check(events: Vec<Event>) -> Result<check::Report, Error> {
 struct Targets<'a> {
     proxy: Option<&'a LatencyProxy>,
     served: Option<&'a serve::Served>,
+    redis: Option<&'a LatencyProxy>,
 }
 
 /// Injects a fault every `every` seconds until `deadline`.
@@ -193,9 +224,18 @@ async fn inject(
             }
             continue;
         }
+        if let (Fault::Redis, Some(redis)) = (fault, at.redis) {
+            rec.fault(format!("redis: connections closed, new ones refused for {} ms", hold.as_millis()));
+            redis.refuse(true);
+            redis.cut();
+            tokio::time::sleep(hold).await;
+            redis.refuse(false);
+            rec.fault("redis back");
+            continue;
+        }
         let Some(proxy) = at.proxy else { continue };
         match fault {
-            Fault::Kill => {}
+            Fault::Kill | Fault::Redis => {}
             Fault::Cut => {
                 rec.fault("cut: every database connection closed");
                 proxy.cut();

@@ -28,7 +28,8 @@ pub struct Served {
 impl Served {
     /// Starts `holdfast serve` (this very executable) on a free local port
     /// against `database_url`, and waits until it answers `/readyz`.
-    pub async fn start(database_url: &str, coalesce: bool) -> Result<Self, Error> {
+    /// `redis`: the Redis URL and key prefix for the migration modes.
+    pub async fn start(database_url: &str, coalesce: bool, redis: Option<(&str, String)>) -> Result<Self, Error> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map_err(|e| Error::Internal(format!("no free local port: {e}")))?
@@ -50,6 +51,9 @@ impl Served {
         .collect();
         if !coalesce {
             args.push("--no-coalesce".into());
+        }
+        if let Some((url, prefix)) = redis {
+            args.extend(["--redis-url".into(), url.to_string(), "--redis-prefix".into(), prefix]);
         }
         let served = Self { args, base: format!("http://127.0.0.1:{port}"), child: Mutex::new(None) };
         served.launch().await?;
@@ -88,6 +92,37 @@ impl Served {
             let _ = child.kill().await;
         }
         self.launch().await
+    }
+
+    /// Pins `shop` to `mode` (`PUT /admin/modes`) and waits until the
+    /// service's rule poller has seen it.
+    pub async fn set_mode(&self, shop: &ShopId, mode: holdfast_core::Mode) -> Result<(), Error> {
+        let client = reqwest::Client::new();
+        let url = format!("{}/admin/modes", self.base);
+        let res = client
+            .put(&url)
+            .json(&json!({ "shop": shop.as_str(), "mode": mode.as_str() }))
+            .send()
+            .await
+            .map_err(|e| Error::Unavailable(format!("PUT /admin/modes: {e}")))?;
+        if !res.status().is_success() {
+            return Err(Error::Internal(format!("PUT /admin/modes answered {}", res.status())));
+        }
+        for _ in 0..100 {
+            let v: Value = client
+                .get(format!("{url}?shops={shop}"))
+                .send()
+                .await
+                .map_err(|e| Error::Unavailable(format!("GET /admin/modes: {e}")))?
+                .json()
+                .await
+                .unwrap_or(Value::Null);
+            if v["resolved"][shop.as_str()] == mode.as_str() {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(Error::Internal(format!("holdfast serve did not put shop {shop} in mode {}", mode.as_str())))
     }
 
     pub async fn stop(&self) {
