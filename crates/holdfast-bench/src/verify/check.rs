@@ -137,6 +137,7 @@ pub fn check(events: &[Event]) -> Report {
     let (ops, faults) = operations(events);
     let mut report = Report { operations: ops.len(), faults, ..Report::default() };
     report.unknown = ops.iter().filter(|o| o.unknown()).count();
+    let ops = collapse_retries(ops);
 
     // The items of each reservation id, from every answer that names it.
     let mut items_of_id: HashMap<i64, Vec<String>> = HashMap::new();
@@ -266,6 +267,71 @@ pub fn check(events: &[Event]) -> Report {
     }
     report.elapsed = started.elapsed();
     report
+}
+
+/// Settles lost answers that a client's retry of the same call settled.
+/// A client that got no answer sends the same call again (a reserve with the
+/// same key and lines, a claim or release of the same id, a levels read);
+/// the answer that finally comes says what the lost attempts did:
+///
+/// - a levels read changes nothing: its lost attempts go;
+/// - a reserve answered `created: true` or refused: no lost attempt made a
+///   hold (a later attempt would have found it), so they go; answered
+///   `created: false` as the first answer its key ever had: exactly one lost
+///   attempt made the hold that answer names, somewhere between the first
+///   call and that answer, so the chain becomes that one creation;
+/// - a claim or release: the chain is one change (or none, if refused)
+///   somewhere between the first call and the answer.
+///
+/// What stays lost is a chain no answer ended.
+fn collapse_retries(ops: Vec<Op>) -> Vec<Op> {
+    let mut by_client: BTreeMap<u32, Vec<Op>> = BTreeMap::new();
+    for o in ops {
+        by_client.entry(o.client).or_default().push(o);
+    }
+    // The first call of each key, to tell a first creation from a replay.
+    let mut first_call_of_key: HashMap<String, i64> = HashMap::new();
+    for o in by_client.values().flatten() {
+        if let Call::Reserve { key, .. } = &o.call {
+            let e = first_call_of_key.entry(key.clone()).or_insert(o.invoked);
+            *e = (*e).min(o.invoked);
+        }
+    }
+    let mut out = Vec::new();
+    for (client, list) in by_client {
+        let mut i = 0;
+        while i < list.len() {
+            let mut j = i;
+            while client != 0 && list[j].unknown() && j + 1 < list.len() && list[j + 1].call == list[i].call {
+                j += 1;
+            }
+            let (first, last) = (&list[i], &list[j]);
+            if j == i || last.unknown() {
+                out.extend(list[i..=j].iter().cloned());
+                i = j + 1;
+                continue;
+            }
+            match (&last.call, &last.answer) {
+                (Call::Levels { .. }, _) => out.push(last.clone()),
+                (Call::Reserve { key, .. }, Answer::Reservation(h)) if h.created == Some(false) => {
+                    if first_call_of_key.get(key) == Some(&first.invoked) {
+                        let mut made = h.clone();
+                        made.created = Some(true);
+                        out.push(Op { answer: Answer::Reservation(made), completed: last.completed, ..first.clone() });
+                        out.push(last.clone());
+                    } else {
+                        // A replay of an older key: leave the attempts lost.
+                        out.extend(list[i..=j].iter().cloned());
+                    }
+                }
+                (Call::Reserve { .. }, _) => out.push(last.clone()),
+                _ => out.push(Op { invoked: first.invoked, ..last.clone() }),
+            }
+            i = j + 1;
+        }
+    }
+    out.sort_by_key(|o| (o.invoked, o.n));
+    out
 }
 
 /// The group's history cut at time `t`: what was invoked by then, with
@@ -881,6 +947,30 @@ mod tests {
             .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
             .check();
         assert_eq!(r.violations.len(), 1, "a replay of a key never used passed");
+    }
+
+    #[test]
+    fn a_retry_settles_what_its_lost_attempts_did() {
+        let lost = || Answer::Unknown { reason: "lost".into() };
+        // Two lost attempts, then the retry finds the hold: one creation,
+        // before the other buyer was refused.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, None, reserve("k1", 1), lost())
+            .op(1, 15, None, reserve("k1", 1), lost())
+            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
+            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        // The retry created the hold: the lost attempts made none, so a
+        // refusal before it is wrong.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, None, reserve("k1", 1), lost())
+            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
+            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 30, true))
+            .check();
+        assert_eq!(r.violations.len(), 1, "a refusal while the unit was free passed");
     }
 
     #[test]
