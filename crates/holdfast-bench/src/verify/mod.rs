@@ -225,12 +225,7 @@ async fn inject(
             continue;
         }
         if let (Fault::Redis, Some(redis)) = (fault, at.redis) {
-            rec.fault(format!("redis: connections closed, new ones refused for {} ms", hold.as_millis()));
-            redis.refuse(true);
-            redis.cut();
-            tokio::time::sleep(hold).await;
-            redis.refuse(false);
-            rec.fault("redis back");
+            outage(redis, hold, rec, "redis").await;
             continue;
         }
         let Some(proxy) = at.proxy else { continue };
@@ -241,12 +236,7 @@ async fn inject(
                 proxy.cut();
             }
             Fault::Outage => {
-                rec.fault(format!("outage: connections closed, new ones refused for {} ms", hold.as_millis()));
-                proxy.refuse(true);
-                proxy.cut();
-                tokio::time::sleep(hold).await;
-                proxy.refuse(false);
-                rec.fault("outage over");
+                outage(proxy, hold, rec, "outage").await;
             }
             Fault::Stall => {
                 rec.fault(format!("stall: traffic held back for {} ms", hold.as_millis()));
@@ -257,4 +247,15 @@ async fn inject(
             }
         }
     }
+}
+
+/// Closes every connection through `proxy` and refuses new ones for `hold`:
+/// a server stopped and started again, as its clients see it.
+async fn outage(proxy: &LatencyProxy, hold: Duration, rec: &Recorder, what: &str) {
+    rec.fault(format!("{what}: connections closed, new ones refused for {} ms", hold.as_millis()));
+    proxy.refuse(true);
+    proxy.cut();
+    tokio::time::sleep(hold).await;
+    proxy.refuse(false);
+    rec.fault(format!("{what} over"));
 }
