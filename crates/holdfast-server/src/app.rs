@@ -133,12 +133,15 @@ async fn conn_tag(req: Request, next: Next) -> Response {
     }
 }
 
-/// Bounds a request's whole life (body read included). A timed-out request
-/// is dropped: its database transaction, if any, rolls back, so the answer
-/// `503 timeout` is truthful unless the commit had already landed — which is
-/// what the idempotency key is for.
+/// Bounds a request's whole life (body read included). The request runs on
+/// a task of its own ([`holdfast_sql::detach`]): a timeout or a client that
+/// hangs up never cuts a database conversation short (which would leave the
+/// connection unusable). A request past its time is answered `503 timeout`;
+/// the attempt it had under way finishes, committing or rolling back, and no
+/// further attempt starts. So the answer is truthful unless that commit
+/// lands — which is what the idempotency key is for.
 async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
-    match tokio::time::timeout(limit, next.run(req)).await {
+    match tokio::time::timeout(limit, holdfast_sql::detach(next.run(req))).await {
         Ok(res) => res,
         Err(_) => ApiError::timeout().into_response(),
     }

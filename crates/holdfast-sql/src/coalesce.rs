@@ -13,14 +13,22 @@
 //!
 //! A caller that goes away while queued is dropped from its batch if it has
 //! not started (nobody waits for its answer); one whose batch has started is
-//! carried through, like a request whose client hung up mid-commit.
+//! carried through, like a request whose client hung up mid-commit. Store
+//! operations run detached (detach.rs), so "went away" is the flag
+//! [`crate::detach::gone`] reads, and a batch, which answers others too,
+//! runs to its end whoever leads it.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::hash::Hash;
 use std::sync::Mutex;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use tokio::sync::oneshot;
+
+use crate::detach;
 
 /// What a queued request hears: its answer, or that it leads now (with its
 /// own item back).
@@ -29,8 +37,11 @@ enum Signal<T, R> {
     Lead(T),
 }
 
+/// A queued request, its channel, and the flags that say its caller left.
+type Queued<T, R> = (T, oneshot::Sender<Signal<T, R>>, Vec<Arc<AtomicBool>>);
+
 struct Lane<T, R> {
-    waiting: VecDeque<(T, oneshot::Sender<Signal<T, R>>)>,
+    waiting: VecDeque<Queued<T, R>>,
     /// Batches of this key running now.
     running: usize,
 }
@@ -60,7 +71,9 @@ impl<K: Hash + Eq + Clone, T, R> Coalescer<K, T, R> {
 
     /// Runs `item` in a batch of its key and returns its answer. `run` takes
     /// a batch, in arrival order, and answers each item, in the same order.
-    pub(crate) async fn submit<F, Fut>(&self, key: K, item: T, run: F) -> R
+    /// `left`: the answer of a request whose caller went away before its
+    /// batch started (nothing was done for it).
+    pub(crate) async fn submit<F, Fut>(&self, key: K, item: T, run: F, left: impl FnOnce() -> R) -> R
     where
         F: Fn(Vec<T>) -> Fut,
         Fut: Future<Output = Vec<R>>,
@@ -73,7 +86,7 @@ impl<K: Hash + Eq + Clone, T, R> Coalescer<K, T, R> {
                 lane.running += 1;
                 Some(item)
             } else {
-                lane.waiting.push_back((item, tx));
+                lane.waiting.push_back((item, tx, detach::flags()));
                 None
             }
         };
@@ -82,8 +95,8 @@ impl<K: Hash + Eq + Clone, T, R> Coalescer<K, T, R> {
             None => match rx.await {
                 Ok(Signal::Done(r)) => return r,
                 Ok(Signal::Lead(item)) => item,
-                // The lane is only ever dropped empty, with every sender used.
-                Err(_) => unreachable!("a queued request lost its lane"),
+                // Passed over: its caller had gone when its turn came.
+                Err(_) => return left(),
             },
         };
         self.lead(&key, mine, &run).await
@@ -101,8 +114,8 @@ impl<K: Hash + Eq + Clone, T, R> Coalescer<K, T, R> {
             let mut lanes = self.lanes.lock().expect("coalescer lanes");
             let lane = lanes.get_mut(key).expect("a running lane");
             while batch.len() < self.max_batch {
-                let Some((item, tx)) = lane.waiting.pop_front() else { break };
-                if tx.is_closed() {
+                let Some((item, tx, flags)) = lane.waiting.pop_front() else { break };
+                if tx.is_closed() || detach::any(&flags) {
                     continue; // its caller went away before the batch started
                 }
                 batch.push(item);
@@ -112,7 +125,7 @@ impl<K: Hash + Eq + Clone, T, R> Coalescer<K, T, R> {
         metrics::histogram!("holdfast_coalesce_batch_size", "op" => self.op).record(batch.len() as f64);
         metrics::counter!("holdfast_coalesce_batches_total", "op" => self.op).increment(1);
         let n = batch.len();
-        let mut answers = run(batch).await.into_iter();
+        let mut answers = detach::shared(run(batch)).await.into_iter();
         assert_eq!(answers.len(), n, "a batch answers each of its requests");
         let mine = answers.next().expect("the leader's answer");
         for (tx, answer) in senders.into_iter().zip(answers) {
@@ -127,7 +140,10 @@ impl<K: Hash + Eq + Clone, T, R> Coalescer<K, T, R> {
     fn hand_off(&self, key: &K) {
         let mut lanes = self.lanes.lock().expect("coalescer lanes");
         let lane = lanes.get_mut(key).expect("a running lane");
-        while let Some((item, tx)) = lane.waiting.pop_front() {
+        while let Some((item, tx, flags)) = lane.waiting.pop_front() {
+            if detach::any(&flags) {
+                continue; // dropping `tx` answers it `left`
+            }
             if tx.send(Signal::Lead(item)).is_ok() {
                 return;
             }
@@ -168,12 +184,13 @@ mod tests {
     async fn a_lone_request_goes_alone_and_a_crowd_goes_in_batches() {
         let c = Arc::new(Coalescer::<u8, u32, (u32, usize)>::new("test", 8, 1));
         let batches = Batches::default();
-        assert_eq!(c.submit(1, 1000, recorder(&batches)).await, (1000, 1), "a lone request is not held back");
+        let left = || unreachable!("no caller goes away here");
+        assert_eq!(c.submit(1, 1000, recorder(&batches), left).await, (1000, 1), "a lone request is not held back");
 
         let mut tasks = Vec::new();
         for x in 0..40u32 {
             let (c, batches) = (c.clone(), batches.clone());
-            tasks.push(tokio::spawn(async move { c.submit(1, x, recorder(&batches)).await }));
+            tasks.push(tokio::spawn(async move { c.submit(1, x, recorder(&batches), left).await }));
         }
         for (x, t) in tasks.into_iter().enumerate() {
             let (got, _) = t.await.unwrap();

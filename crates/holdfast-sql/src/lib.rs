@@ -9,6 +9,7 @@
 mod dialect;
 mod coalesce;
 mod control;
+mod detach;
 mod driver;
 mod engine;
 mod migrate;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use holdfast_core::{Error, LegacyLedger, ModeStore, Store, TokenStore};
 
+pub use crate::detach::detach;
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
@@ -123,7 +125,7 @@ impl Database {
             idle: look.num_idle() as u32,
             max: look.options().get_max_connections(),
         };
-        let store = Arc::new(SqlStore::<D>::new(pool, cfg));
+        let store = SqlStore::<D>::new(pool, cfg);
         Database {
             store: store.clone(),
             tokens: store.clone(),

@@ -41,6 +41,25 @@ pub(crate) async fn op<F: Future>(name: &'static str, fut: F) -> F::Output {
     OP.scope(name, fut).await
 }
 
+/// `fut` with the task-locals of the task that calls this (the caller's tag,
+/// the operation), for running it on another task.
+pub(crate) fn carried<F: Future>(fut: F) -> impl Future<Output = F::Output> {
+    let caller = caller();
+    let op = OP.try_with(|o| *o).ok();
+    async move {
+        let fut = async move {
+            match op {
+                Some(op) => OP.scope(op, fut).await,
+                None => fut.await,
+            }
+        };
+        match caller {
+            Some(tag) => CALLER.scope(tag, fut).await,
+            None => fut.await,
+        }
+    }
+}
+
 pub(crate) fn caller() -> Option<ConnTag> {
     CALLER.try_with(|t| t.clone()).ok()
 }

@@ -611,6 +611,65 @@ pub async fn stock_changes_respect_holds(s: Subject) {
 /// Declares one `#[tokio::test]` per conformance test for `$subject`, so one
 /// suite, unchanged, runs against every store:
 /// `holdfast_testkit::conformance_suite!(Subject::Sql(Backend::Postgres));`
+/// Callers that give up mid-operation — a timeout dropping the call after 0
+/// to 3 ms, wherever it is: queued for a batch, leading one, between two
+/// statements — leave the store working: afterwards every call is answered
+/// as usual (no connection left half-way through a conversation, no batch
+/// lane stuck), and the books balance.
+pub async fn callers_that_give_up_leave_the_store_working(s: Subject) {
+    let seed = seed("give_up", &s.name());
+    with_subject(s, StoreConfig::default(), move |db| async move {
+        stock(&*db.store, "s1", "hot", "wh", 60).await;
+        let mut tasks = Vec::new();
+        for n in 0..300u64 {
+            let store = db.store.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut rng = task_rng(seed, n);
+                let patience = |rng: &mut rand::rngs::StdRng| Duration::from_micros(rng.gen_range(0..3_000));
+                let req = request("s1", &format!("impatient-{n}"), vec![line("hot", 1, None)]);
+                let held = tokio::time::timeout(patience(&mut rng), store.reserve(&req)).await;
+                if let Ok(Ok(r)) = held {
+                    let id = r.reservation.id;
+                    let shop = shop("s1");
+                    let _ = match rng.gen_range(0..3) {
+                        0 => tokio::time::timeout(patience(&mut rng), store.claim(&shop, id)).await,
+                        1 => tokio::time::timeout(patience(&mut rng), store.release(&shop, id)).await,
+                        _ => tokio::time::timeout(patience(&mut rng), store.get(&shop, id)).await,
+                    };
+                }
+                let _ = tokio::time::timeout(patience(&mut rng), store.levels(&shop("s1"), &item("hot"))).await;
+            }));
+        }
+        for t in tasks {
+            t.await.expect("an impatient caller");
+        }
+        // What was under way when its caller left finishes on its own.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+
+        stock(&*db.store, "s1", "cold", "wh", 40).await;
+        let mut tasks = Vec::new();
+        for n in 0..40 {
+            let store = db.store.clone();
+            tasks.push(tokio::spawn(async move {
+                let r = store.reserve(&request("s1", &format!("patient-{n}"), vec![line("cold", 1, None)])).await?;
+                store.claim(&shop("s1"), r.reservation.id).await
+            }));
+        }
+        for t in tasks {
+            let answer = tokio::time::timeout(Duration::from_secs(20), t).await.expect("answered within 20 s");
+            let claimed = answer.expect("a patient caller").expect("answered as usual after the impatient ones");
+            assert_eq!(claimed.status, ReservationStatus::Claimed);
+        }
+        let q = qty(&*db.store, "s1", "cold", "wh").await;
+        assert_eq!((q.on_hand, q.committed, q.available), (40, 40, 0));
+        let q = qty(&*db.store, "s1", "hot", "wh").await;
+        assert_eq!(q.on_hand, 60);
+        assert_eq!(q.available + q.reserved + q.committed, q.on_hand, "{q:?}");
+        db.assert_audit_clean().await;
+    })
+    .await;
+}
+
 #[macro_export]
 macro_rules! conformance_suite {
     ($subject:expr) => {
@@ -626,6 +685,7 @@ macro_rules! conformance_suite {
             expired_holds_are_not_claimable_and_do_not_undersell,
             candidates_split_and_partial,
             stock_changes_respect_holds,
+            callers_that_give_up_leave_the_store_working,
         );
     };
     (@tests $subject:expr; $($name:ident),* $(,)?) => {

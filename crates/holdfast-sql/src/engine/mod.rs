@@ -19,6 +19,7 @@ mod stock;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -30,6 +31,7 @@ use rand::Rng;
 use sqlx::Pool;
 
 use crate::coalesce::Coalescer;
+use crate::detach::{self, detach};
 use crate::dialect::{Dialect, Fault};
 use crate::tag;
 
@@ -116,10 +118,17 @@ pub(crate) struct SqlStore<D: Dialect> {
     counters: Counters,
     /// `None` when coalescing is off.
     coalesce: Option<Coalescers>,
+    /// The `Arc` this store lives in, to run operations on tasks of their
+    /// own ([`Self::detached`]).
+    me: Weak<Self>,
 }
 
 impl<D: Dialect> SqlStore<D> {
-    pub(crate) fn new(pool: Pool<D::Db>, cfg: StoreConfig) -> Self {
+    pub(crate) fn new(pool: Pool<D::Db>, cfg: StoreConfig) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self::with(pool, cfg, me.clone()))
+    }
+
+    fn with(pool: Pool<D::Db>, cfg: StoreConfig, me: Weak<Self>) -> Self {
         let coalesce = cfg.coalesce.then(|| {
             let (batch, in_flight) = (cfg.coalesce_max_batch as usize, cfg.coalesce_in_flight as usize);
             Coalescers {
@@ -128,7 +137,19 @@ impl<D: Dialect> SqlStore<D> {
                 sweeps: Coalescer::new("expire", batch, 1),
             }
         });
-        Self { pool, cfg, counters: Counters::default(), coalesce }
+        Self { pool, cfg, counters: Counters::default(), coalesce, me }
+    }
+
+    /// Runs `work` on this store on a task of its own (detach.rs): a caller
+    /// that goes away never cancels it mid-statement or mid-batch.
+    async fn detached<T, F, Fut>(&self, work: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Self>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let me = self.me.upgrade().expect("a store lives in an Arc");
+        detach(work(me)).await
     }
 
     /// A claim, release or extend: in a batch of its shop's, or alone.
@@ -143,7 +164,7 @@ impl<D: Dialect> SqlStore<D> {
             return self.op(verb, true, || self.settle_once(shop, id, op)).await;
         };
         let key = (shop.clone(), tag::caller());
-        tag::op(verb, c.settles.submit(key, (id, op), |ops| self.settle_batch(shop, ops))).await
+        tag::op(verb, c.settles.submit(key, (id, op), |ops| self.settle_batch(shop, ops), left)).await
     }
 
     /// Runs `attempt` until it gives an answer, retrying deadlocks, busy
@@ -158,6 +179,11 @@ impl<D: Dialect> SqlStore<D> {
         let mut n = 0u32;
         let mut again = 0u32;
         loop {
+            if detach::gone() {
+                // Nothing of this attempt has started; the ones before it
+                // failed, or were cut short (a lost connection).
+                return Err(Error::Unavailable("the caller went away before the operation finished".into()));
+            }
             n += 1;
             let fail = match attempt().await {
                 Ok(v) => return Ok(v),
@@ -222,30 +248,73 @@ impl<D: Dialect> Store for SqlStore<D> {
     }
 
     async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
-        let Some(c) = &self.coalesce else {
-            return self.op("reserve", true, || self.reserve_once(req)).await;
-        };
-        let key = (req.shop().clone(), tag::caller());
-        tag::op("reserve", c.reserves.submit(key, req.clone(), |reqs| self.reserve_batch(reqs))).await
+        let req = req.clone();
+        self.detached(|me| async move { me.reserve_here(req).await }).await
     }
 
     async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.settle("claim", shop, id, settle::Settle::Claim).await
+        let shop = shop.clone();
+        self.detached(|me| async move { me.settle("claim", &shop, id, settle::Settle::Claim).await }).await
     }
 
     async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.settle("release", shop, id, settle::Settle::Release).await
+        let shop = shop.clone();
+        self.detached(|me| async move { me.settle("release", &shop, id, settle::Settle::Release).await }).await
     }
 
     async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
-        self.settle("extend", shop, id, settle::Settle::Extend(ttl)).await
+        let shop = shop.clone();
+        self.detached(|me| async move { me.settle("extend", &shop, id, settle::Settle::Extend(ttl)).await }).await
     }
 
     async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        self.op("get", true, || self.get_once(shop, id)).await
+        let shop = shop.clone();
+        self.detached(|me| async move { me.op("get", true, || me.get_once(&shop, id)).await }).await
     }
 
     async fn expire(&self, limit: u32) -> Result<u64, Error> {
+        self.detached(|me| async move { me.expire_here(limit).await }).await
+    }
+
+    async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
+        let req = req.clone();
+        self.detached(|me| async move { me.change_stock_here(&req).await }).await
+    }
+
+    async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
+        let (shop, item) = (shop.clone(), item.clone());
+        self.detached(|me| async move { me.op("levels", true, || me.levels_once(&shop, &item)).await }).await
+    }
+
+    async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
+        let shop = shop.cloned();
+        self.detached(|me| async move { me.op("audit", true, || me.audit_once(shop.as_ref())).await }).await
+    }
+
+    fn stats(&self) -> StoreStats {
+        let c = &self.counters;
+        StoreStats {
+            retries: c.retries.load(Ordering::Relaxed),
+            deadlocks: c.deadlocks.load(Ordering::Relaxed),
+            replenishments: c.replenishments.load(Ordering::Relaxed),
+            expired: c.expired.load(Ordering::Relaxed),
+            reserves_batched: c.reserves_batched.load(Ordering::Relaxed),
+            reserve_batches: c.reserve_batches.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The operations of the [`Store`] impl, run on their own tasks.
+impl<D: Dialect> SqlStore<D> {
+    async fn reserve_here(&self, req: ReserveRequest) -> Result<Reserved, Error> {
+        let Some(c) = &self.coalesce else {
+            return self.op("reserve", true, || self.reserve_once(&req)).await;
+        };
+        let key = (req.shop().clone(), tag::caller());
+        tag::op("reserve", c.reserves.submit(key, req, |reqs| self.reserve_batch(reqs), left)).await
+    }
+
+    async fn expire_here(&self, limit: u32) -> Result<u64, Error> {
         let n = match &self.coalesce {
             None => self.op("expire", true, || self.sweep_once(limit)).await?,
             // Concurrent sweeps of this process go as one, of their limits
@@ -265,39 +334,25 @@ impl<D: Dialect> Store for SqlStore<D> {
                         Err(e) => limits.iter().map(|_| Err(e.clone())).collect(),
                     }
                 };
-                tag::op("expire", c.sweeps.submit(tag::caller(), limit, sweep)).await?
+                tag::op("expire", c.sweeps.submit(tag::caller(), limit, sweep, left)).await?
             }
         };
         self.counters.expired.fetch_add(n, Ordering::Relaxed);
         Ok(n)
     }
 
-    async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
+    async fn change_stock_here(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
         // Setting an absolute value may be repeated safely; a delta may not.
         let idempotent = matches!(req.change(), StockChange::Set(_));
         self.op("stock", idempotent, || self.change_stock_once(req)).await?;
         self.op("stock", true, || self.level_at(req.shop(), req.item(), req.location())).await
     }
+}
 
-    async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
-        self.op("levels", true, || self.levels_once(shop, item)).await
-    }
-
-    async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
-        self.op("audit", true, || self.audit_once(shop)).await
-    }
-
-    fn stats(&self) -> StoreStats {
-        let c = &self.counters;
-        StoreStats {
-            retries: c.retries.load(Ordering::Relaxed),
-            deadlocks: c.deadlocks.load(Ordering::Relaxed),
-            replenishments: c.replenishments.load(Ordering::Relaxed),
-            expired: c.expired.load(Ordering::Relaxed),
-            reserves_batched: c.reserves_batched.load(Ordering::Relaxed),
-            reserve_batches: c.reserve_batches.load(Ordering::Relaxed),
-        }
-    }
+/// The answer of a coalesced request whose caller went away before its
+/// batch started: nothing was done.
+fn left<T>() -> Result<T, Error> {
+    Err(Error::Unavailable("the caller went away before the operation started".into()))
 }
 
 /// Full jitter, growing from 1 ms to at most 32 ms.
