@@ -135,6 +135,16 @@ impl<D: Dialect> SqlStore<D> {
                 D::transition(tx, shop, &flip, status, state).await?;
             }
         }
+        // A claim decided before its hold's expiry must also commit before
+        // it: from then on a reader counts the units as free. Look again at
+        // the claimed holds, just before the commit; one that lapsed while
+        // this transaction waited (for a lock, for the disk) sends the batch
+        // round again, where it is answered `expired`.
+        let mut claimed: Vec<ReservationId> = moves.iter().filter(|m| m.1 == Claimed).map(|m| m.0).collect();
+        claimed.sort();
+        if !claimed.is_empty() && run::heads_for_update::<D>(tx, shop, &claimed).await?.iter().any(|h| h.expired) {
+            return Err(Fail::Again);
+        }
         Ok(decided
             .into_iter()
             .map(|d| {
