@@ -45,12 +45,14 @@ impl<D: Dialect> SqlStore<D> {
     /// A batch of reserves of one shop, in arrival order.
     ///
     /// 1. The batch's fast path: one transaction (see [`Self::fast_batch`]).
-    /// 2. If some came up short: one transaction refills the pools they
-    ///    drew on from the ledger (the slow path's refill, once for all of
-    ///    them), and the fast path runs again for them.
-    /// 3. What is still short is checked against one lock-free read of the
+    /// 2. What came up short is checked against one lock-free read of the
     ///    units no live hold has: a request that cannot be met even if all
     ///    of them were free is turned away here (or answered as a replay).
+    ///    After a sell-out that is nearly every request, and none of them
+    ///    touches a ledger row.
+    /// 3. For the rest, one transaction refills the pools they drew on from
+    ///    the ledger (the slow path's refill, once for all of them), and the
+    ///    fast path runs again for them.
     /// 4. Everything else goes on alone, in arrival order.
     pub(super) async fn reserve_batch(&self, reqs: Vec<ReserveRequest>) -> Vec<Result<Reserved, Error>> {
         self.counters.reserve_batches.fetch_add(1, Ordering::Relaxed);
@@ -88,13 +90,17 @@ impl<D: Dialect> SqlStore<D> {
             if short.is_empty() || round == 1 {
                 break;
             }
+            self.turn_away_sold_out(&reqs, &mut answers).await;
+            short.retain(|&i| answers[i].is_none());
+            if short.is_empty() {
+                break;
+            }
             let spec: Vec<(ItemId, Option<LocationId>)> = short.iter().flat_map(|&i| candidates(&reqs[i])).collect();
             if self.retrying(true, || self.refill(&shop, &spec)).await.is_err() {
                 break;
             }
             todo = short;
         }
-        self.turn_away_sold_out(&reqs, &mut answers).await;
         let mut out = Vec::with_capacity(reqs.len());
         for (req, answer) in reqs.iter().zip(answers) {
             out.push(match answer {
@@ -118,6 +124,7 @@ impl<D: Dialect> SqlStore<D> {
         // A request that goes on alone may take units of its items first; a
         // later request that wants one of them is judged after it, alone.
         let mut tainted: HashSet<&ItemId> = HashSet::new();
+        let mut sold_out = Vec::new();
         for i in open {
             let items: Vec<&ItemId> = reqs[i].lines().iter().map(|l| &l.item).collect();
             if items.iter().any(|item| tainted.contains(item)) {
@@ -126,15 +133,35 @@ impl<D: Dialect> SqlStore<D> {
             }
             match verdict(&reqs[i], &rows) {
                 Verdict::Maybe(_) => tainted.extend(items),
-                Verdict::SoldOut(shortfalls) => {
-                    answers[i] = match self.retrying(true, || self.replay(&reqs[i])).await {
-                        Ok(Some(r)) => Some(Ok(r)),
-                        Ok(None) => Some(Err(Error::InsufficientStock(shortfalls))),
-                        Err(_) => None,
-                    };
-                }
+                Verdict::SoldOut(shortfalls) => sold_out.push((i, shortfalls)),
             }
         }
+        if sold_out.is_empty() {
+            return;
+        }
+        // A key already used answers as a replay; one look for all the keys,
+        // after the read above: a key unused now was unused then (keys are
+        // never given back), so the refusal stands as of that read.
+        let keys: Vec<&IdempotencyKey> = sold_out.iter().map(|(i, _)| reqs[*i].key()).collect();
+        let Ok(used) = self.retrying(true, || self.keys_used(reqs[0].shop(), &keys)).await else { return };
+        for (i, shortfalls) in sold_out {
+            answers[i] = if used.contains(reqs[i].key()) {
+                match self.retrying(true, || self.replay(&reqs[i])).await {
+                    Ok(Some(r)) => Some(Ok(r)),
+                    Ok(None) => Some(Err(Error::InsufficientStock(shortfalls))),
+                    Err(_) => None,
+                }
+            } else {
+                Some(Err(Error::InsufficientStock(shortfalls)))
+            };
+        }
+    }
+
+    /// Which of `keys` a reservation of `shop` has, from one lock-free read.
+    async fn keys_used(&self, shop: &ShopId, keys: &[&IdempotencyKey]) -> Result<HashSet<IdempotencyKey>, Fail> {
+        let mut c = self.pool.acquire().await?;
+        let _lease = tag::Lease::start();
+        Ok(D::keys_used(&mut c, shop, keys).await?.into_iter().collect())
     }
 
     /// One attempt of a batch's fast path: for each request, its hold, or
