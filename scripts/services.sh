@@ -102,3 +102,21 @@ ensure_redis() {
   wait_for 15 redis_ok || { log "Redis did not come up"; return 1; }
   log "Redis: up"
 }
+
+# Crash the local database server and start it again (for `bench verify
+# --faults restart --restart-cmd`): what a power cut of the server process
+# looks like, committed transactions recovered from the log. Root only.
+crash_restart_postgres() {
+  local ver; ver=$(ls /etc/postgresql | sort -V | tail -n1)
+  pg_ctlcluster --skip-systemctl-redirect "$ver" main restart -m immediate
+  wait_for 30 pg_isready -h 127.0.0.1 -p 5432
+}
+
+crash_restart_mysql() {
+  local daemon=/usr/sbin/mariadbd; [ -x "$daemon" ] || daemon=/usr/sbin/mysqld
+  pkill -KILL -x "$(basename "$daemon")" || true
+  for _ in $(seq 50); do pgrep -x "$(basename "$daemon")" >/dev/null || break; sleep 0.1; done
+  mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+  start-stop-daemon --start --oknodo --background --exec "$daemon"
+  wait_for 60 mariadb-admin ping
+}

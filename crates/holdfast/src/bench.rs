@@ -233,6 +233,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
                 FaultArg::Stall => Some(Fault::Stall),
                 FaultArg::Kill => Some(Fault::Kill),
                 FaultArg::Redis => Some(Fault::Redis),
+                FaultArg::Restart => Some(Fault::Restart),
             })
             .collect();
         let tmp = std::env::temp_dir().join(format!("holdfast-verify-{}", std::process::id()));
@@ -249,7 +250,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
             }
         };
         // SQLite is a file in this process: nothing on the network to break.
-        let faults: Vec<Fault> = if database_url.starts_with("sqlite:") {
+        let faults: Vec<Fault> = if database_url.starts_with("sqlite:") && a.target.is_none() {
             faults.into_iter().filter(|f| matches!(f, Fault::Kill | Fault::Redis)).collect()
         } else {
             faults
@@ -276,13 +277,27 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
                 };
                 (mode, a.redis_url.clone())
             }),
+            target: a.target.clone().map(|url| verify::Target {
+                url,
+                token: a.token.clone(),
+                shop: a.shop.clone(),
+                backend: match a.backend {
+                    BenchBackend::Mysql => holdfast_core::Backend::MySql,
+                    BenchBackend::Sqlite => holdfast_core::Backend::Sqlite,
+                    _ => holdfast_core::Backend::Postgres,
+                },
+            }),
+            restart_cmd: a.restart_cmd.clone(),
         };
         if !json {
             eprintln!(
                 "recording {} clients for {} s on {} (coalescing {}, faults: {}, seed {})",
                 opts.clients,
                 a.duration,
-                opts.database_url.split('@').next_back().unwrap_or(""),
+                match &opts.target {
+                    Some(t) => t.url.as_str(),
+                    None => opts.database_url.split('@').next_back().unwrap_or(""),
+                },
                 if opts.store.coalesce { "on" } else { "off" },
                 if opts.faults.is_empty() {
                     "none".to_string()
@@ -298,7 +313,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
             let file = std::fs::File::create(path).map_err(|e| io("write", path, e))?;
             history::write(&run.events, &mut std::io::BufWriter::new(file)).map_err(|e| io("write", path, e))?;
         }
-        (run.events, Some(run.audit_ok))
+        (run.events, run.audit_ok)
     };
     let report = verify::check(events).await.or_fail(json)?;
     Ok(summarize(&report, audit_ok, json))

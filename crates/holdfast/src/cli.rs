@@ -303,7 +303,8 @@ pub struct VerifyArgs {
     pub clients: u32,
     /// Faults to inject: cut, outage and stall between the store and its
     /// database (PostgreSQL and MySQL/MariaDB), kill of the `serve` process
-    /// (with --serve); "none" for none.
+    /// (with --serve), redis (with --mode), restart (runs --restart-cmd);
+    /// "none" for none.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "cut,outage,stall")]
     pub faults: Vec<FaultArg>,
     /// Seconds between faults: MIN,MAX.
@@ -336,6 +337,24 @@ pub struct VerifyArgs {
     /// The Redis of --mode (reached through a proxy the redis fault breaks).
     #[arg(long, env = "HOLDFAST_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     pub redis_url: String,
+    /// Shell command the restart fault runs to restart the database server,
+    /// e.g. "pg_ctlcluster 16 main restart -m immediate". A command that
+    /// fails ends the run with an error.
+    #[arg(long, value_name = "CMD")]
+    pub restart_cmd: Option<String>,
+    /// Drive a running `holdfast serve` at http://HOST:PORT instead (its
+    /// database named by --backend, for the report). Only the restart fault
+    /// applies; the audit is run when --token is an admin's.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["serve", "check"])]
+    pub target: Option<String>,
+    /// Bearer token for --target (none against `serve --insecure-no-auth`).
+    #[arg(long, env = "HOLDFAST_TOKEN", hide_env_values = true, requires = "target")]
+    pub token: Option<String>,
+    /// With --target: the shop to run in, one the token reaches (default: a
+    /// shop of the run's own, which needs `serve --insecure-no-auth`). Its
+    /// items f0-item0 … f3-item1 at loc-a … loc-c are set and sold.
+    #[arg(long, requires = "target")]
+    pub shop: Option<holdfast_core::ShopId>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -352,6 +371,7 @@ pub enum FaultArg {
     Stall,
     Kill,
     Redis,
+    Restart,
 }
 
 #[derive(Debug, Args)]

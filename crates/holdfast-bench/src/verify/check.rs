@@ -26,9 +26,12 @@ use super::model::{Model, Op, SLACK_US, ghost_hold, items_of};
 /// up and says so: neither a proof nor a violation.
 pub const STEP_BUDGET: u64 = 50_000_000;
 
-/// How long after its call a reserve whose answer was lost may still have
-/// committed: the workload gives up on an answer after 3 s.
-const GHOST_COMMIT_US: i64 = 3_000_000;
+/// How long after its call an operation whose answer was lost may still have
+/// taken effect: the workload gives up on an answer after 3 s (a `serve` that
+/// `bench verify` starts, after 2.5 s); an operation whose caller went away
+/// finishes the attempt it has under way and starts no other, and a fault
+/// holds an attempt up for at most 3 s.
+const GHOST_COMMIT_US: i64 = 6_000_000;
 
 /// A history the model cannot explain.
 #[derive(Debug, Clone)]
@@ -499,6 +502,8 @@ struct Frame {
     choice: usize,
     mark: usize,
     lin: u64,
+    /// `floor` before this step.
+    floor: i64,
 }
 
 fn zobrist(i: usize, ghost: bool) -> u64 {
@@ -518,6 +523,9 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
     let mut stack: Vec<Frame> = Vec::new();
     let mut ghost_used = vec![false; ghosts.len()];
     let mut lin: u64 = 0;
+    // The latest call among the ops taken: the order's present moment is no
+    // earlier, so a lost op whose effect must have come before it is out.
+    let mut floor: i64 = i64::MIN;
     let mut steps: u64 = 0;
     let mut taken_definite = 0usize;
     // The furthest dead end: (definite ops taken, the op, why, state, before).
@@ -570,8 +578,9 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
                     let Some(choice) = try_op(&mut model, &mut steps, o, below) else { break };
                     let next_lin = lin ^ zobrist(i, false);
                     if memo.insert((next_lin, model.hash())) {
-                        stack.push(Frame { taken: Taken::Op(i), choice, mark, lin });
+                        stack.push(Frame { taken: Taken::Op(i), choice, mark, lin, floor });
                         lin = next_lin;
+                        floor = floor.max(o.invoked);
                         entries.lift(i);
                         taken_definite += 1;
                         pushed = true;
@@ -615,6 +624,7 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
                             node,
                             &mut model,
                             &mut steps,
+                            floor,
                             g0,
                             c0,
                         ),
@@ -623,8 +633,9 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
                     if let Some((g, choice, mark)) = found {
                         let next_lin = lin ^ zobrist(g, true);
                         if memo.insert((next_lin, model.hash())) {
-                            stack.push(Frame { taken: Taken::Ghost(g, node), choice, mark, lin });
+                            stack.push(Frame { taken: Taken::Ghost(g, node), choice, mark, lin, floor });
                             lin = next_lin;
+                            floor = floor.max(ops[ghosts[g]].invoked);
                             ghost_used[g] = true;
                             node = entries.first();
                             from = usize::MAX;
@@ -649,6 +660,7 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
                     };
                     model.undo(f.mark);
                     lin = f.lin;
+                    floor = f.floor;
                     match f.taken {
                         Taken::Op(i) if ops[definite[i]].read_only() => {
                             // A read taken where the state explained it: any
@@ -694,6 +706,7 @@ fn try_ghosts(
     at: usize,
     model: &mut Model,
     steps: &mut u64,
+    floor: i64,
     g0: usize,
     c0: usize,
 ) -> Option<(usize, usize, usize)> {
@@ -708,7 +721,7 @@ fn try_ghosts(
         if o.invoked > deadline {
             break;
         }
-        if used[g] {
+        if used[g] || o.invoked + GHOST_COMMIT_US + SLACK_US < floor {
             continue;
         }
         for choice in [0] {

@@ -37,6 +37,9 @@ pub enum Fault {
     /// Close every connection to Redis and refuse new ones for 0.5–3 s: Redis
     /// stopped, as the service sees it (with `--mode`).
     Redis,
+    /// Run the operator's `--restart-cmd`, which restarts the database server
+    /// (e.g. a crash and recovery: `pg_ctlcluster … restart -m immediate`).
+    Restart,
 }
 
 impl Fault {
@@ -64,24 +67,59 @@ pub struct VerifyOptions {
     /// Run the shop in this migration mode (with `serve`), with the legacy
     /// store on this Redis.
     pub mode: Option<(holdfast_core::Mode, String)>,
+    /// Drive a running `holdfast serve` at this base URL, with this bearer
+    /// token, in this shop (default: a shop of the run's own, which only a
+    /// server run with `--insecure-no-auth` lets anyone use).
+    pub target: Option<Target>,
+    /// The shell command the `restart` fault runs.
+    pub restart_cmd: Option<String>,
+}
+
+/// A `holdfast serve` the run does not start.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub url: String,
+    pub token: Option<String>,
+    pub shop: Option<ShopId>,
+    /// The database the target runs on, for the report.
+    pub backend: holdfast_core::Backend,
 }
 
 /// What a run recorded.
 #[derive(Debug)]
 pub struct Recorded {
     pub events: Vec<Event>,
-    /// The store's own audit of the run's shop at the end.
-    pub audit_ok: bool,
+    /// The store's own audit of the run's shop at the end (none against a
+    /// target whose token is not an admin's).
+    pub audit_ok: Option<bool>,
 }
 
 /// Runs the workload with faults for the given duration; [`check`] checks
 /// what it recorded.
 pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
     let run_id = format!("{:x}", rand::random::<u32>());
+    let shop = match opts.target.as_ref().and_then(|t| t.shop.clone()) {
+        Some(s) => s,
+        None => ShopId::new(format!("verify-{run_id}"))?,
+    };
+    if opts.faults.contains(&Fault::Restart) && opts.restart_cmd.is_none() {
+        return Err(Invalid::new("faults", "the restart fault runs --restart-cmd: give one").into());
+    }
+    if let Some(t) = &opts.target {
+        if opts.serve || opts.mode.is_some() {
+            return Err(Invalid::new("target", "a target is a running serve: not with --serve or --mode").into());
+        }
+        if opts.faults.iter().any(|f| *f != Fault::Restart) {
+            return Err(Invalid::new("faults", "against a target only the restart fault applies").into());
+        }
+        let http = Arc::new(serve::HttpStore::new(&t.url, t.backend, t.token.clone()));
+        let rec = record(opts, http.clone(), &shop, false, Targets { proxy: None, served: None, redis: None }).await?;
+        let audit_ok = http.audit_over_http(&shop).await?;
+        return Ok(Recorded { events: rec.events(), audit_ok });
+    }
     if !opts.database_url.starts_with("sqlite:") {
         crate::bench::ensure_database(&opts.database_url).await?;
     }
-    let shop = ShopId::new(format!("verify-{run_id}"))?;
     if opts.faults.contains(&Fault::Kill) && !opts.serve {
         return Err(Invalid::new("faults", "kill ends a holdfast serve process: run with --serve").into());
     }
@@ -128,10 +166,27 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
         s.set_mode(&shop, *mode).await?;
     }
     let store: Arc<dyn Store> = match &served {
-        Some(s) => Arc::new(serve::HttpStore::new(&s.base, direct.backend())),
+        Some(s) => Arc::new(serve::HttpStore::new(&s.base, direct.backend(), None)),
         None => direct.clone(),
     };
+    let at = Targets { proxy: proxy.as_ref(), served: served.as_ref(), redis: redis.as_ref().map(|r| &r.2) };
+    let rec = record(opts, store, &shop, !opts.serve, at).await?;
+    if let Some(s) = &served {
+        s.stop().await;
+    }
+    let audit_ok = direct.audit(Some(&shop)).await?.ok();
+    Ok(Recorded { events: rec.events(), audit_ok: Some(audit_ok) })
+}
 
+/// The workload on `store` in `shop`, with faults on `at`, and the closing
+/// reads. `sweep`: run the expiry sweeper here (a `serve` runs its own).
+async fn record(
+    opts: &VerifyOptions,
+    store: Arc<dyn Store>,
+    shop: &ShopId,
+    sweep: bool,
+    at: Targets<'_>,
+) -> Result<Arc<Recorder>, Error> {
     let w = Arc::new(Workload {
         shop: shop.clone(),
         clients: opts.clients,
@@ -150,8 +205,8 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
     for c in 1..=opts.clients {
         tasks.spawn(workload::client(store.clone(), w.clone(), rec.clone(), c, deadline));
     }
-    // The sweeper, as `serve` runs it (a `serve` child runs its own).
-    let sweeper = (!opts.serve).then(|| {
+    // The sweeper, as `serve` runs it.
+    let sweeper = sweep.then(|| {
         let store = store.clone();
         tokio::spawn(async move {
             loop {
@@ -161,8 +216,7 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
         })
     });
     if !opts.faults.is_empty() {
-        let at = Targets { proxy: proxy.as_ref(), served: served.as_ref(), redis: redis.as_ref().map(|r| &r.2) };
-        inject(at, &opts.faults, opts.fault_every, opts.seed, &rec, deadline).await;
+        inject(at, opts, &rec, deadline).await?;
     }
     while tasks.join_next().await.is_some() {}
     if let Some(s) = sweeper {
@@ -173,14 +227,10 @@ pub async fn run(opts: &VerifyOptions) -> Result<Recorded, Error> {
     for f in 0..w.families {
         for i in 0..w.items_per_family {
             let call = history::Call::Levels { item: w.item(f, i) };
-            workload::perform(store.as_ref(), &shop, &rec, 0, call, w.timeout).await;
+            workload::perform(store.as_ref(), shop, &rec, 0, call, w.timeout).await;
         }
     }
-    if let Some(s) = &served {
-        s.stop().await;
-    }
-    let audit_ok = direct.audit(Some(&shop)).await?.ok();
-    Ok(Recorded { events: rec.events(), audit_ok })
+    Ok(rec)
 }
 
 /// Checks a history on a blocking thread.
@@ -200,18 +250,17 @@ struct Targets<'a> {
 /// Injects a fault every `every` seconds until `deadline`.
 async fn inject(
     at: Targets<'_>,
-    faults: &[Fault],
-    every: (f64, f64),
-    seed: u64,
+    opts: &VerifyOptions,
     rec: &Recorder,
     deadline: tokio::time::Instant,
-) {
-    let mut rng = StdRng::seed_from_u64(seed ^ 0xfa17);
+) -> Result<(), Error> {
+    let (faults, every) = (&opts.faults, opts.fault_every);
+    let mut rng = StdRng::seed_from_u64(opts.seed ^ 0xfa17);
     loop {
         let wait = Duration::from_secs_f64(rng.gen_range(every.0..=every.1.max(every.0)));
         if tokio::time::Instant::now() + wait >= deadline {
             tokio::time::sleep_until(deadline).await;
-            return;
+            return Ok(());
         }
         tokio::time::sleep(wait).await;
         let fault = *faults.choose(&mut rng).expect("at least one fault");
@@ -228,9 +277,13 @@ async fn inject(
             outage(redis, hold, rec, "redis").await;
             continue;
         }
+        if let (Fault::Restart, Some(cmd)) = (fault, &opts.restart_cmd) {
+            restart(cmd, rec).await?;
+            continue;
+        }
         let Some(proxy) = at.proxy else { continue };
         match fault {
-            Fault::Kill | Fault::Redis => {}
+            Fault::Kill | Fault::Redis | Fault::Restart => {}
             Fault::Cut => {
                 rec.fault("cut: every database connection closed");
                 proxy.cut();
@@ -258,4 +311,24 @@ async fn outage(proxy: &LatencyProxy, hold: Duration, rec: &Recorder, what: &str
     tokio::time::sleep(hold).await;
     proxy.refuse(false);
     rec.fault(format!("{what} over"));
+}
+
+/// Runs the operator's restart command (`sh -c`) and records it; the
+/// workload runs on meanwhile, as it would through a real restart.
+/// A command that fails ends the run: the fault it promised did not happen.
+async fn restart(cmd: &str, rec: &Recorder) -> Result<(), Error> {
+    rec.fault(format!("restart: {cmd}"));
+    let out = tokio::process::Command::new("sh").arg("-c").arg(cmd).stdin(std::process::Stdio::null()).output().await;
+    match out {
+        Ok(o) if o.status.success() => {
+            rec.fault("restart done");
+            Ok(())
+        }
+        Ok(o) => Err(Error::Internal(format!(
+            "the restart command failed ({}): {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        ))),
+        Err(e) => Err(Error::Internal(format!("the restart command did not run: {e}"))),
+    }
 }

@@ -43,6 +43,11 @@ impl Served {
             database_url,
             "--sweep-interval-ms",
             "200",
+            // Shorter than the workload's 3 s wait for an answer: a request
+            // whose client gave up is rolled back soon after (the checker
+            // counts on it).
+            "--request-timeout-ms",
+            "2500",
             "--log-format",
             "json",
         ]
@@ -139,6 +144,7 @@ pub struct HttpStore {
     base: String,
     client: reqwest::Client,
     backend: Backend,
+    token: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -214,15 +220,36 @@ impl LevelBody {
 }
 
 impl HttpStore {
-    pub fn new(base: &str, backend: Backend) -> Self {
+    pub fn new(base: &str, backend: Backend, token: Option<String>) -> Self {
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().expect("an HTTP client");
-        Self { base: base.to_string(), client, backend }
+        Self { base: base.trim_end_matches('/').to_string(), client, backend, token }
+    }
+
+    /// `GET /admin/audit` of `shop`: whether its books balance, or `None`
+    /// when the token is not an admin's.
+    pub async fn audit_over_http(&self, shop: &ShopId) -> Result<Option<bool>, Error> {
+        let mut req = self.client.get(format!("{}/admin/audit?shop={shop}", self.base));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
+        let res = req.send().await.map_err(|e| Error::Unavailable(format!("GET /admin/audit: {e}")))?;
+        match res.status() {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Ok(None),
+            s if s.is_success() => {
+                let v: Value = res.json().await.map_err(|e| bad("audit", e))?;
+                Ok(Some(v["ok"].as_bool().ok_or_else(|| bad("audit", format!("no ok in {v}")))?))
+            }
+            s => Err(Error::Internal(format!("GET /admin/audit answered {s}"))),
+        }
     }
 
     /// Sends one request: the body of a 2xx answer (and its status), or the
     /// error a 4xx names.
     async fn send(&self, method: Method, path: &str, body: Option<Value>) -> Result<(StatusCode, Value), Error> {
         let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(t) = &self.token {
+            req = req.bearer_auth(t);
+        }
         if let Some(b) = body {
             req = req.json(&b);
         }
