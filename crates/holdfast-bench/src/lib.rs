@@ -5,6 +5,7 @@
 
 pub mod baseline;
 pub mod bench;
+pub mod churn;
 pub mod flash_sale;
 pub mod http;
 pub mod matrix;

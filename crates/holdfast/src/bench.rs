@@ -11,7 +11,7 @@ use holdfast_bench::matrix::{self, MatrixOptions};
 use holdfast_core::ConnHold;
 use holdfast_core::{Error, Invalid};
 
-use crate::cli::{DbArgs, FaultArg, FlashSaleArgs, MatrixArgs, VerifyArgs, VerifyMode};
+use crate::cli::{ChurnArgs, DbArgs, FaultArg, FlashSaleArgs, MatrixArgs, VerifyArgs, VerifyMode};
 use crate::output::Printer;
 use crate::{Failure, OrFail};
 
@@ -192,6 +192,103 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+/// `holdfast bench churn`: the mixed load, its figures and its check.
+pub async fn churn(db: &DbArgs, a: ChurnArgs) -> Result<ExitCode, Failure> {
+    use holdfast_bench::churn::{self, ChurnOptions};
+    let json = a.json;
+    let fail = |e: Error| Failure { error: e, json };
+    if !(a.duration > 0.0 && a.duration <= 86_400.0) {
+        return Err(fail(Invalid::new("duration", "must be 0 to 86400 seconds").into()));
+    }
+    let stock = min_max(&a.stock);
+    if !(stock.0 >= 1 && stock.0 <= stock.1 && stock.1 <= 1_000_000) {
+        return Err(fail(Invalid::new("stock", "give MIN,MAX units with 1 <= MIN <= MAX <= 1000000").into()));
+    }
+    let tmp = std::env::temp_dir().join(format!("holdfast-churn-{}", std::process::id()));
+    let database_url =
+        holdfast_database(db, a.backend.unwrap_or(BenchBackend::Postgres), &tmp, "churn").map_err(fail)?;
+    let opts = ChurnOptions {
+        database_url,
+        store: db.store_config(),
+        max_connections: db.max_connections,
+        targets: a.target.clone(),
+        token: a.token.clone(),
+        shop: a.shop.clone(),
+        clients: a.concurrency,
+        duration: Duration::from_secs_f64(a.duration),
+        items: a.items,
+        locations: a.locations,
+        stock,
+        seed: a.seed.unwrap_or_else(clock_seed),
+        check: a.check,
+    };
+    let r = churn::run(&opts).await;
+    let _ = std::fs::remove_dir_all(&tmp);
+    let r = r.map_err(fail)?;
+    let ok = r.books.is_empty() && r.linearizable != Some(false) && r.audit_ok != Some(false);
+    if json {
+        println!("{}", serde_json::to_string(&r).unwrap_or_default());
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) });
+    }
+    println!(
+        "bench churn: {} clients for {:.1} s on {} ({} items x {} locations, {}-{} units each, seed {})",
+        opts.clients,
+        r.seconds,
+        if opts.targets.is_empty() {
+            opts.database_url.split('@').next_back().unwrap_or("").to_string()
+        } else {
+            opts.targets.join(", ")
+        },
+        opts.items,
+        opts.locations,
+        stock.0,
+        stock.1,
+        opts.seed
+    );
+    println!("{:.0} requests/s ({} requests); {} slower than 2 s", r.per_second, r.requests, r.over_2s);
+    println!(
+        "  {:<14} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}  outcomes",
+        "OPERATION", "COUNT", "PER S", "P50 MS", "P95 MS", "P99 MS", "MAX MS"
+    );
+    for o in &r.ops {
+        let outcomes: Vec<String> = o.outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!(
+            "  {:<14} {:>9} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>9.1}  {}",
+            o.op,
+            o.count,
+            o.per_second,
+            o.p50_ms,
+            o.p95_ms,
+            o.p99_ms,
+            o.max_ms,
+            outcomes.join(", ")
+        );
+    }
+    for (reason, n) in &r.unknown {
+        println!("  no answer ({n}): {reason}");
+    }
+    if let Some(a) = r.audit_ok {
+        println!("audit: {}", if a { "ok" } else { "BREACH" });
+    }
+    if r.books.is_empty() {
+        println!("books: units sold on the ledger are what the clients were told");
+    }
+    for b in &r.books {
+        println!("BOOKS DIFFER: {b}");
+    }
+    match r.linearizable {
+        Some(true) => println!("every answer checked: linearizable ({:.1} s)", r.check_seconds),
+        Some(false) => {
+            for v in &r.violations {
+                println!("{v}");
+            }
+            println!("answers checked: NOT linearizable or no verdict ({:.1} s)", r.check_seconds);
+        }
+        None => {}
+    }
+    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
 /// `holdfast bench verify`: run and check, or check a recorded history.
 pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
     use holdfast_bench::verify::{self, Fault, VerifyOptions, history};
@@ -207,19 +304,11 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
         if !(a.duration > 0.0 && a.duration <= 86_400.0) {
             return Err(fail(Invalid::new("duration", "must be 0 to 86400 seconds").into()));
         }
-        let (lo, hi) = match a.fault_every[..] {
-            [lo, hi] => (lo, hi),
-            [n] => (n, n),
-            _ => (0.0, 0.0),
-        };
+        let (lo, hi) = min_max(&a.fault_every);
         if !(lo > 0.0 && lo <= hi) {
             return Err(fail(Invalid::new("fault_every", "give MIN,MAX seconds with 0 < MIN <= MAX").into()));
         }
-        let ttl = match a.ttl[..] {
-            [lo, hi] => (lo, hi),
-            [n] => (n, n),
-            _ => (0, 0),
-        };
+        let ttl = min_max(&a.ttl);
         if !(ttl.0 >= 1 && ttl.0 <= ttl.1 && ttl.1 <= 86_400) {
             return Err(fail(Invalid::new("ttl", "give MIN,MAX seconds with 1 <= MIN <= MAX <= 86400").into()));
         }
@@ -237,18 +326,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
             })
             .collect();
         let tmp = std::env::temp_dir().join(format!("holdfast-verify-{}", std::process::id()));
-        let database_url = match (&db.database_url, a.backend) {
-            (Some(u), _) => u.clone(),
-            (None, BenchBackend::Sqlite) => {
-                std::fs::create_dir_all(&tmp).map_err(|e| io("create", &tmp, e))?;
-                format!("sqlite://{}", tmp.join("verify.db").display())
-            }
-            (None, BenchBackend::Mysql) => bench::DEFAULT_MYSQL_URL.into(),
-            (None, BenchBackend::Postgres) => bench::DEFAULT_POSTGRES_URL.into(),
-            (None, _) => {
-                return Err(fail(Invalid::new("backend", "verify runs holdfast: sqlite, postgres or mysql").into()));
-            }
-        };
+        let database_url = holdfast_database(db, a.backend, &tmp, "verify").map_err(fail)?;
         // SQLite is a file in this process: nothing on the network to break.
         let faults: Vec<Fault> = if database_url.starts_with("sqlite:") && a.target.is_none() {
             faults.into_iter().filter(|f| matches!(f, Fault::Kill | Fault::Redis)).collect()
@@ -263,12 +341,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
             faults,
             fault_every: (lo, hi),
             ttl,
-            seed: a.seed.unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1)
-            }),
+            seed: a.seed.unwrap_or_else(clock_seed),
             serve: a.serve,
             mode: a.mode.map(|m| {
                 let mode = match m {
@@ -360,4 +433,38 @@ fn summarize(r: &holdfast_bench::verify::check::Report, audit_ok: Option<bool>, 
         println!("{verdict}");
     }
     if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// A seed from the clock, for runs not given one (each run prints its seed).
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+}
+
+/// A `MIN,MAX` flag: one value stands for both; anything else is (0, 0),
+/// which every caller refuses.
+fn min_max<T: Copy + Default>(v: &[T]) -> (T, T) {
+    match v {
+        [lo, hi] => (*lo, *hi),
+        [n] => (*n, *n),
+        _ => (T::default(), T::default()),
+    }
+}
+
+/// The database a `bench` command runs holdfast on: `--database-url`, or the
+/// local server's `holdfast_bench`, or a throw-away SQLite file in `tmp`
+/// named after `what`.
+fn holdfast_database(db: &DbArgs, backend: BenchBackend, tmp: &std::path::Path, what: &str) -> Result<String, Error> {
+    Ok(match (&db.database_url, backend) {
+        (Some(u), _) => u.clone(),
+        (None, BenchBackend::Sqlite) => {
+            std::fs::create_dir_all(tmp)
+                .map_err(|e| Error::Internal(format!("cannot create {}: {e}", tmp.display())))?;
+            format!("sqlite://{}", tmp.join(format!("{what}.db")).display())
+        }
+        (None, BenchBackend::Mysql) => bench::DEFAULT_MYSQL_URL.into(),
+        (None, BenchBackend::Postgres) => bench::DEFAULT_POSTGRES_URL.into(),
+        (None, _) => {
+            return Err(Invalid::new("backend", format!("{what} runs holdfast: sqlite, postgres or mysql")).into());
+        }
+    })
 }

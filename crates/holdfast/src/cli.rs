@@ -286,6 +286,57 @@ pub enum BenchCommand {
     /// check every answer against the inventory model (linearizability).
     /// Exits 1 on a violation.
     Verify(VerifyArgs),
+    /// A shop in business: a mixed checkout load (carts with candidate
+    /// locations, split and partial, short holds, claims, releases, extends,
+    /// stock changes, reads) on a few items that sell out and come back;
+    /// requests/s and latency per operation, errors by code, and a check of
+    /// every answer. Exits 1 if an answer was wrong.
+    Churn(ChurnArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ChurnArgs {
+    /// holdfast on sqlite|postgres|mysql, on the database --database-url
+    /// names (default: a holdfast_bench database on the local server, or a
+    /// throw-away SQLite file). Not with --target. [default: postgres]
+    #[arg(long, value_enum, conflicts_with = "target")]
+    pub backend: Option<holdfast_bench::bench::BenchBackend>,
+    /// Seconds the load runs.
+    #[arg(long, default_value_t = 15.0)]
+    pub duration: f64,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub concurrency: u32,
+    /// Items on sale (one cart may hold two of them).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..=100))]
+    pub items: u32,
+    /// Locations per item.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=26))]
+    pub locations: u32,
+    /// Units each (item, location) starts with: MIN,MAX.
+    #[arg(long, value_delimiter = ',', default_values_t = [15, 60])]
+    pub stock: Vec<u32>,
+    /// Drive running `holdfast serve` replicas instead: URL[,URL…], clients
+    /// spread over them round-robin.
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    pub target: Vec<String>,
+    /// Bearer token for --target (an admin's also runs the audit).
+    #[arg(long, env = "HOLDFAST_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// With --target: the shop to run in (default: one of the run's own,
+    /// which needs `serve --insecure-no-auth`).
+    #[arg(long)]
+    pub shop: Option<holdfast_core::ShopId>,
+    /// Seed of the load's random choices.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Also check every recorded answer for linearizability (as `bench
+    /// verify` does); on this shape the search may give no verdict.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

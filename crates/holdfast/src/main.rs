@@ -157,6 +157,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
         Command::Bench(cli::BenchCommand::Verify(a)) => return bench::verify(&db, a).await,
+        Command::Bench(cli::BenchCommand::Churn(a)) => return bench::churn(&db, a).await,
         Command::Mode(a) => {
             let json = a.json;
             let database = open_database(&db, None).await.or_fail(json)?;

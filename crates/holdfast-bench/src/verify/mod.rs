@@ -195,41 +195,16 @@ async fn record(
         locations: 3,
         timeout: Duration::from_secs(3),
         ttl: opts.ttl,
+        stock: (4, 12),
         seed: opts.seed,
     });
     let rec = Arc::new(Recorder::new());
-    workload::stock_up(store.as_ref(), &w, &rec).await;
-
-    let deadline = tokio::time::Instant::now() + opts.duration;
-    let mut tasks = tokio::task::JoinSet::new();
-    for c in 1..=opts.clients {
-        tasks.spawn(workload::client(store.clone(), w.clone(), rec.clone(), c, deadline));
-    }
-    // The sweeper, as `serve` runs it.
-    let sweeper = sweep.then(|| {
-        let store = store.clone();
-        tokio::spawn(async move {
-            loop {
-                let _ = store.expire(200).await;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        })
-    });
-    if !opts.faults.is_empty() {
-        inject(at, opts, &rec, deadline).await?;
-    }
-    while tasks.join_next().await.is_some() {}
-    if let Some(s) = sweeper {
-        s.abort();
-    }
-
-    // Closing reads of every item, so the last changes are observed.
-    for f in 0..w.families {
-        for i in 0..w.items_per_family {
-            let call = history::Call::Levels { item: w.item(f, i) };
-            workload::perform(store.as_ref(), shop, &rec, 0, call, w.timeout).await;
-        }
-    }
+    let injected = workload::session(&[store], &w, &rec, opts.duration, sweep, |deadline| {
+        let rec = rec.clone();
+        async move { if opts.faults.is_empty() { Ok(()) } else { inject(at, opts, &rec, deadline).await } }
+    })
+    .await;
+    injected?;
     Ok(rec)
 }
 

@@ -35,6 +35,9 @@ pub struct Workload {
     pub timeout: Duration,
     /// Hold lifetimes (and extends), in seconds, drawn from this range.
     pub ttl: (u32, u32),
+    /// Units each (item, location) starts with, drawn from this range;
+    /// stock sets during the run draw from half its low end to its high end.
+    pub stock: (u32, u32),
     pub seed: u64,
 }
 
@@ -180,7 +183,7 @@ pub async fn stock_up(store: &dyn Store, w: &Workload, rec: &Recorder) {
                     item: w.item(f, i),
                     location: w.location(l),
                     change: "set".into(),
-                    n: rng.gen_range(4..=12),
+                    n: rng.gen_range(w.stock.0..=w.stock.1) as i64,
                 };
                 // Retried until answered, so the sale starts from known stock.
                 while perform(store, &w.shop, rec, 0, call.clone(), w.timeout).await.is_unknown() {
@@ -189,6 +192,56 @@ pub async fn stock_up(store: &dyn Store, w: &Workload, rec: &Recorder) {
             }
         }
     }
+}
+
+/// A whole run: stock on every (item, location), then `w.clients` clients
+/// for `duration` (client `c` on `stores[c % stores.len()]`, so several
+/// replicas share the load), with `during` running alongside until the
+/// deadline (faults, say), an expiry sweeper every 200 ms when `sweep`, and
+/// last a read of every item so the final changes are observed. Returns what
+/// `during` returned.
+pub async fn session<F, Fut>(
+    stores: &[Arc<dyn Store>],
+    w: &Arc<Workload>,
+    rec: &Arc<Recorder>,
+    duration: Duration,
+    sweep: bool,
+    during: F,
+) -> Result<(), Error>
+where
+    F: FnOnce(tokio::time::Instant) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Error>>,
+{
+    let first = stores.first().ok_or_else(|| Error::Internal("a session needs a store".into()))?;
+    stock_up(first.as_ref(), w, rec).await;
+    let deadline = tokio::time::Instant::now() + duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for c in 1..=w.clients {
+        let store = stores[c as usize % stores.len()].clone();
+        tasks.spawn(client(store, w.clone(), rec.clone(), c, deadline));
+    }
+    // The sweeper, as `serve` runs it.
+    let sweeper = sweep.then(|| {
+        let store = first.clone();
+        tokio::spawn(async move {
+            loop {
+                let _ = store.expire(200).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    });
+    let outcome = during(deadline).await;
+    while tasks.join_next().await.is_some() {}
+    if let Some(s) = sweeper {
+        s.abort();
+    }
+    for f in 0..w.families {
+        for i in 0..w.items_per_family {
+            let call = Call::Levels { item: w.item(f, i) };
+            perform(first.as_ref(), &w.shop, rec, 0, call, w.timeout).await;
+        }
+    }
+    outcome
 }
 
 /// One client's loop until `deadline`.
@@ -234,7 +287,12 @@ pub async fn client(
             let item = w.item(family, rng.gen_range(0..w.items_per_family));
             let location = w.location(rng.gen_range(0..w.locations));
             match rng.gen_range(0..3) {
-                0 => Call::Stock { item, location, change: "set".into(), n: rng.gen_range(2..=12) },
+                0 => Call::Stock {
+                    item,
+                    location,
+                    change: "set".into(),
+                    n: rng.gen_range((w.stock.0 / 2).max(1)..=w.stock.1) as i64,
+                },
                 1 => Call::Stock {
                     item,
                     location,

@@ -15,20 +15,21 @@ use tokio::task::JoinHandle;
 use crate::common::{assert_clean, options, sale};
 use crate::support::{TestDb, with_db};
 
-/// A serving application on a free port.
-struct Server {
-    base: String,
+/// A serving application on a free port, sweeping every 200 ms.
+pub struct Server {
+    pub base: String,
     tokens: Arc<dyn TokenStore>,
     stop: oneshot::Sender<()>,
     served: JoinHandle<anyhow::Result<()>>,
 }
 
 impl Server {
-    async fn start(db: &TestDb, insecure_no_auth: bool) -> Self {
+    pub async fn start(db: &TestDb, insecure_no_auth: bool) -> Self {
         let settings = Settings {
             listen: "127.0.0.1:0".parse().unwrap(),
             database_url: Some(db.url.clone()),
             max_connections: 16,
+            sweep_interval_ms: 200,
             insecure_no_auth,
             ..Settings::default()
         };
@@ -55,7 +56,7 @@ impl Server {
         o
     }
 
-    async fn stop(self) {
+    pub async fn stop(self) {
         let _ = self.stop.send(());
         self.served.await.expect("server task").expect("served cleanly");
     }
