@@ -11,8 +11,8 @@
 //! caller's going away does not stop: the attempt under way finishes (commits
 //! or rolls back) on its own connection. It does not start another: the
 //! retry loop asks [`gone`] before each attempt and gives up with
-//! `unavailable` once every caller it serves has gone. A batch keeps going
-//! while any of its requests' callers waits.
+//! `unavailable` once its caller has gone. A coalesced batch, which answers
+//! several callers, runs to its end whoever led it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -39,8 +39,9 @@ impl Drop for OnDrop {
 }
 
 /// Runs `work` on a task of its own, with the caller's connection tag and
-/// tracing span, and waits for it. Dropping the returned future does not cancel `work`; it
-/// marks it [`gone`]. A panic in `work` resumes in the caller.
+/// tracing span, and waits for it. Dropping the returned future does not
+/// cancel `work`; it marks it [`gone`]. A panic in `work` resumes in the
+/// caller.
 pub async fn detach<F>(work: F) -> F::Output
 where
     F: Future + Send + 'static,

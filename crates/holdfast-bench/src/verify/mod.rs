@@ -199,12 +199,11 @@ async fn record(
         seed: opts.seed,
     });
     let rec = Arc::new(Recorder::new());
-    let injected = workload::session(&[store], &w, &rec, opts.duration, sweep, |deadline| {
+    workload::session(&[store], &w, &rec, opts.duration, sweep, |deadline| {
         let rec = rec.clone();
         async move { if opts.faults.is_empty() { Ok(()) } else { inject(at, opts, &rec, deadline).await } }
     })
-    .await;
-    injected?;
+    .await?;
     Ok(rec)
 }
 

@@ -142,6 +142,7 @@ impl<D: Dialect> SqlStore<D> {
         // round again, where it is answered `expired`.
         let mut claimed: Vec<ReservationId> = moves.iter().filter(|m| m.1 == Claimed).map(|m| m.0).collect();
         claimed.sort();
+        claimed.dedup();
         if !claimed.is_empty() && run::heads_for_update::<D>(tx, shop, &claimed).await?.iter().any(|h| h.expired) {
             return Err(Fail::Again);
         }
