@@ -6,10 +6,12 @@
 //! A batch is only ever the *fast* part of each operation, in arrival order.
 //! What a batch cannot settle by itself — a reserve its pool rows did not
 //! fill, an idempotency key someone else holds, a key twice in one batch, a
-//! batch the database refused — goes on alone afterwards, through the same
-//! code as without coalescing, in arrival order: the slow path, the replay,
-//! the retries. So no request sees an error it would not have seen alone,
-//! and within a batch no request takes a unit an earlier one could have had.
+//! batch the database refused — goes on alone afterwards, on its caller's
+//! task, through the same code as without coalescing: the slow path, the
+//! replay, the retries. The lane does not wait for it: the next batch starts
+//! as soon as this one has answered. So no request sees an error it would not
+//! have seen alone, and within a batch's deal no request takes a unit an
+//! earlier one could have had.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
@@ -28,7 +30,17 @@ use crate::tag;
 #[async_trait::async_trait]
 impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
     async fn reserve_batch(&self, reqs: Vec<ReserveRequest>) -> Vec<Result<Reserved, Error>> {
-        crate::tag::op("reserve", SqlStore::reserve_batch(self, reqs)).await
+        crate::tag::op("reserve", async {
+            let mut out = Vec::with_capacity(reqs.len());
+            for (req, answer) in reqs.iter().zip(SqlStore::reserve_batch(self, reqs.clone()).await) {
+                out.push(match answer {
+                    Some(a) => a,
+                    None => self.reserve_alone(req).await,
+                });
+            }
+            out
+        })
+        .await
     }
 
     async fn settle_batch(&self, shop: &ShopId, ops: Vec<(ReservationId, Settle)>) -> Vec<Result<Reservation, Error>> {
@@ -53,12 +65,16 @@ impl<D: Dialect> SqlStore<D> {
     /// 3. For the rest, one transaction refills the pools they drew on from
     ///    the ledger (the slow path's refill, once for all of them), and the
     ///    fast path runs again for them.
-    /// 4. Everything else goes on alone, in arrival order.
-    pub(super) async fn reserve_batch(&self, reqs: Vec<ReserveRequest>) -> Vec<Result<Reserved, Error>> {
+    /// 4. Everything else is answered `None`: it goes on alone, on its
+    ///    caller's task, once the batch has answered (the lane is free for
+    ///    the next batch by then).
+    ///
+    /// A batch of one request is that request alone, start to end.
+    pub(super) async fn reserve_batch(&self, reqs: Vec<ReserveRequest>) -> Vec<Option<Result<Reserved, Error>>> {
         self.counters.reserve_batches.fetch_add(1, Ordering::Relaxed);
         self.counters.reserves_batched.fetch_add(reqs.len() as u64, Ordering::Relaxed);
         if reqs.len() == 1 {
-            return vec![self.reserve_alone(&reqs[0]).await];
+            return vec![Some(self.reserve_alone(&reqs[0]).await)];
         }
         let shop = reqs[0].shop().clone();
         let mut answers: Vec<Option<Result<Reserved, Error>>> = (0..reqs.len()).map(|_| None).collect();
@@ -101,14 +117,7 @@ impl<D: Dialect> SqlStore<D> {
             }
             todo = short;
         }
-        let mut out = Vec::with_capacity(reqs.len());
-        for (req, answer) in reqs.iter().zip(answers) {
-            out.push(match answer {
-                Some(a) => a,
-                None => self.reserve_alone(req).await,
-            });
-        }
-        out
+        answers
     }
 
     /// Answers the unanswered requests that cannot be met even if every unit

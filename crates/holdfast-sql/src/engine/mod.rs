@@ -9,6 +9,7 @@
 //! of each operation is in `reserve`, `settle`, `stock` and `reports`.
 
 mod batch;
+mod gate;
 mod reports;
 mod reserve;
 mod settle;
@@ -66,7 +67,8 @@ type BatchKey = (ShopId, Option<holdfast_core::ConnTag>);
 
 #[derive(Debug)]
 struct Coalescers {
-    reserves: Coalescer<BatchKey, ReserveRequest, Result<Reserved, Error>>,
+    /// `None`: not settled by the batch, goes on alone.
+    reserves: Coalescer<BatchKey, ReserveRequest, Option<Result<Reserved, Error>>>,
     settles: Coalescer<BatchKey, (ReservationId, settle::Settle), Result<Reservation, Error>>,
     sweeps: Coalescer<Option<holdfast_core::ConnTag>, u32, Result<u64, Error>>,
 }
@@ -116,6 +118,8 @@ pub(crate) struct SqlStore<D: Dialect> {
     pub(crate) pool: Pool<D::Db>,
     cfg: StoreConfig,
     counters: Counters,
+    /// At most one slow path per (shop, item) of this process at the ledger.
+    gates: gate::Gates,
     /// `None` when coalescing is off.
     coalesce: Option<Coalescers>,
     /// The `Arc` this store lives in, to run operations on tasks of their
@@ -137,7 +141,7 @@ impl<D: Dialect> SqlStore<D> {
                 sweeps: Coalescer::new("expire", batch, 1),
             }
         });
-        Self { pool, cfg, counters: Counters::default(), coalesce, me }
+        Self { pool, cfg, counters: Counters::default(), gates: gate::Gates::default(), coalesce, me }
     }
 
     /// Runs `work` on this store on a task of its own (detach.rs): a caller
@@ -176,8 +180,18 @@ impl<D: Dialect> SqlStore<D> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Fail>> + Send,
     {
-        let mut n = 0u32;
-        let mut again = 0u32;
+        let (mut n, mut again, start) = (0u32, 0u32, std::time::Instant::now());
+        let slow = |n: u32, again: u32, why: &str| {
+            let took = start.elapsed();
+            if took >= SLOW {
+                tracing::warn!(
+                    attempts = n,
+                    refill_waits = again,
+                    ms = took.as_millis() as u64,
+                    "slow store operation: {why}"
+                );
+            }
+        };
         loop {
             if detach::gone() {
                 // Nothing of this attempt has started; the ones before it
@@ -186,8 +200,14 @@ impl<D: Dialect> SqlStore<D> {
             }
             n += 1;
             let fail = match attempt().await {
-                Ok(v) => return Ok(v),
-                Err(Fail::Domain(e)) => return Err(e),
+                Ok(v) => {
+                    slow(n, again, "done");
+                    return Ok(v);
+                }
+                Err(Fail::Domain(e)) => {
+                    slow(n, again, "answered");
+                    return Err(e);
+                }
                 // Bounded too, in case refills never end.
                 Err(Fail::Again) if again < self.cfg.max_attempts * 20 => {
                     again += 1;
@@ -210,6 +230,7 @@ impl<D: Dialect> SqlStore<D> {
                 Fail::Domain(_) => unreachable!(),
             };
             if !retry || n >= self.cfg.max_attempts {
+                slow(n, again, "gave up");
                 return Err(match fail {
                     Fail::Contended | Fail::Again | Fail::LedgerBusy => Error::RetriesExhausted(n),
                     Fail::Db(e) => match D::fault(&e) {
@@ -311,7 +332,15 @@ impl<D: Dialect> SqlStore<D> {
             return self.op("reserve", true, || self.reserve_once(&req)).await;
         };
         let key = (req.shop().clone(), tag::caller());
-        tag::op("reserve", c.reserves.submit(key, req, |reqs| self.reserve_batch(reqs), left)).await
+        tag::op("reserve", async {
+            // What the batch could not settle goes on alone, here, outside
+            // the lane: the next batch need not wait for a slow path.
+            match c.reserves.submit(key, req.clone(), |reqs| self.reserve_batch(reqs), || Some(left())).await {
+                Some(answer) => answer,
+                None => self.reserve_alone(&req).await,
+            }
+        })
+        .await
     }
 
     async fn expire_here(&self, limit: u32) -> Result<u64, Error> {
@@ -354,6 +383,10 @@ impl<D: Dialect> SqlStore<D> {
 fn left<T>() -> Result<T, Error> {
     Err(Error::Unavailable("the caller went away before the operation started".into()))
 }
+
+/// An operation that takes this long, retries included, is logged with its
+/// attempts.
+const SLOW: Duration = Duration::from_secs(1);
 
 /// Full jitter, growing from 1 ms to at most 32 ms.
 fn backoff(attempt: u32) -> Duration {

@@ -53,12 +53,28 @@ impl<D: Dialect> SqlStore<D> {
     /// without waiting for it. Without this rule, short carts holding a few
     /// units each would wait on each other at sell-out and retry forever.
     pub(super) async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
-        if let Some(done) = self.fast_path(req, &fast_wants(req)).await? {
+        let wants = fast_wants(req);
+        if let Some(done) = self.fast_path(req, &wants).await? {
             return Ok(done);
         }
-
         let spec = candidate_spec(req);
-        let verdict = match self.sold_out(req, &spec).await? {
+        let mut verdict = self.sold_out(req, &spec).await?;
+        // At most one slow path per item of this process goes to the ledger
+        // rows (engine/gate.rs). One that waited for another's turn looks
+        // again first: that one's refill may have filled the pool, or sold
+        // the item out.
+        let mut _pass = None;
+        if let Verdict::Maybe(_) = verdict {
+            let pass = self.gates.enter(req.shop(), req.lines().iter().map(|l| &l.item)).await;
+            if pass.waited() {
+                if let Some(done) = self.fast_path(req, &wants).await? {
+                    return Ok(done);
+                }
+                verdict = self.sold_out(req, &spec).await?;
+            }
+            _pass = Some(pass);
+        }
+        let verdict = match verdict {
             Verdict::SoldOut(shortfalls) => Err(Fail::Domain(Error::InsufficientStock(shortfalls))),
             Verdict::Maybe(existing) => {
                 let mut tx = D::begin(&self.pool, TxMode::Write).await?;
@@ -67,9 +83,9 @@ impl<D: Dialect> SqlStore<D> {
                 match self.slow_path(&mut tx, req, &spec, existing.as_deref(), &mut held).await {
                     Ok(()) => return self.insert_hold(tx, req, &held).await,
                     Err(Fail::LedgerBusy) => {
-                        // Another transaction is refilling: wait for it
-                        // holding nothing, then start over from the fast
-                        // path, where its rows are.
+                        // Another process (or a batch's refill) is refilling:
+                        // wait for it holding nothing, then start over from
+                        // the fast path, where its rows are.
                         tx.rollback().await?;
                         let mut c = self.pool.acquire().await?;
                         D::lock_ledgers(&mut c, req.shop(), &spec, LedgerLock::Await).await?;

@@ -1,0 +1,134 @@
+//! In-process gates in front of the ledger locks: at most one slow path (or
+//! batch refill) of this process per (shop, item) goes to the ledger rows at
+//! a time.
+//!
+//! The slow path takes its ledger rows without waiting (SKIP LOCKED): one
+//! that finds them busy waits for their holder, then starts over from the
+//! fast path, where the holder's refill put its units. Across processes that
+//! wait is a shared lock on the ledger rows, held by a connection. Within one
+//! process it is a gate here: a reserve that finds the gate of one of its
+//! items taken waits its turn without a connection and without a lock in the
+//! database, first come, first served, and on its turn looks at the pool and
+//! the sold-out check again before it goes to the ledger. Waiting in the
+//! database made every waiter hold a connection and a place in the row's lock
+//! queue, and a waiter that was let through had to win the race for the
+//! ledger again against newcomers: with a cart that only the slow path can
+//! fill (its first location is empty), some reserves lost it dozens of times
+//! and took seconds.
+//!
+//! Gates are taken in item order, so two carts with the same items in other
+//! orders cannot wait for each other. A gate is dropped from the map once
+//! nobody holds or waits for it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use holdfast_core::{ItemId, ShopId};
+use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
+
+type Gate = AsyncMutex<()>;
+
+#[derive(Debug, Default)]
+pub(crate) struct Gates {
+    map: Mutex<HashMap<(ShopId, ItemId), Weak<Gate>>>,
+}
+
+/// The gates of one slow path, held until dropped.
+#[derive(Debug)]
+pub(crate) struct Pass {
+    _held: Vec<OwnedMutexGuard<()>>,
+    waited: bool,
+}
+
+impl Pass {
+    /// Whether another slow path had one of the gates first.
+    pub(crate) fn waited(&self) -> bool {
+        self.waited
+    }
+}
+
+impl Gates {
+    /// Takes the gates of `items` of `shop`, in item order, waiting for each
+    /// (first come, first served).
+    pub(crate) async fn enter<'a>(&self, shop: &ShopId, items: impl IntoIterator<Item = &'a ItemId>) -> Pass {
+        let mut items: Vec<&ItemId> = items.into_iter().collect();
+        items.sort();
+        items.dedup();
+        let (mut held, mut waited) = (Vec::with_capacity(items.len()), false);
+        for item in items {
+            let gate = self.gate(shop, item);
+            held.push(match gate.clone().try_lock_owned() {
+                Ok(g) => g,
+                Err(_) => {
+                    waited = true;
+                    gate.lock_owned().await
+                }
+            });
+        }
+        Pass { _held: held, waited }
+    }
+
+    fn gate(&self, shop: &ShopId, item: &ItemId) -> Arc<Gate> {
+        let mut map = self.map.lock().expect("ledger gates");
+        let key = (shop.clone(), item.clone());
+        if let Some(g) = map.get(&key).and_then(Weak::upgrade) {
+            return g;
+        }
+        if map.len() >= 1024 {
+            map.retain(|_, g| g.strong_count() > 0);
+        }
+        let g = Arc::new(Gate::new(()));
+        map.insert(key, Arc::downgrade(&g));
+        g
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn item(s: &str) -> ItemId {
+        ItemId::new(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn gates_are_taken_in_turn() {
+        let gates = Arc::new(Gates::default());
+        let shop = ShopId::new("s").unwrap();
+        let first = gates.enter(&shop, [&item("b"), &item("a")]).await;
+        assert!(!first.waited());
+        // Another shop's item of the same name is another gate.
+        assert!(!gates.enter(&ShopId::new("t").unwrap(), [&item("a")]).await.waited());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for n in 0..3 {
+            let (g, s, o) = (gates.clone(), shop.clone(), order.clone());
+            waiters.push(tokio::spawn(async move {
+                let pass = g.enter(&s, [&item("a")]).await;
+                o.lock().unwrap().push(n);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                pass.waited()
+            }));
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(order.lock().unwrap().is_empty(), "all wait while the gate is held");
+        drop(first);
+        for w in waiters {
+            assert!(w.await.unwrap(), "each one waited");
+        }
+        assert_eq!(*order.lock().unwrap(), vec![0, 1, 2], "first come, first served");
+        assert!(!gates.enter(&shop, [&item("a"), &item("b")]).await.waited(), "free again");
+    }
+
+    #[tokio::test]
+    async fn idle_gates_are_forgotten() {
+        let gates = Gates::default();
+        let shop = ShopId::new("s").unwrap();
+        for n in 0..3000 {
+            drop(gates.enter(&shop, [&item(&format!("i{n}"))]).await);
+        }
+        assert!(gates.map.lock().unwrap().len() <= 1024);
+    }
+}
