@@ -1,7 +1,8 @@
 //! `holdfast bench matrix`: every backend at several concurrencies and added
 //! latencies, each cell run several times (interleaved, so a noisy neighbour
 //! hurts every backend alike); the medians as a Markdown report, as JSON, and
-//! as SVG plots, each written where the caller says.
+//! as SVG plots, each written where the caller says. Then the mixed load
+//! (churn.rs) on each SQL database at several pool sizes, the same way.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -11,6 +12,7 @@ use holdfast_core::Error;
 use serde::Serialize;
 
 use crate::bench::{self, BenchBackend, BenchOptions, BenchReport};
+use crate::churn::{self, ChurnOptions, ChurnReport};
 use crate::svg::{Series, line_chart};
 
 /// One configuration of the grid.
@@ -53,8 +55,33 @@ pub struct MatrixOptions {
     pub runs: usize,
     /// The options every run shares (duration, stock, hold-only, …).
     pub template: BenchOptions,
+    /// The mixed load: each SQL database of `targets` at each of these pool
+    /// sizes (none: not run), every run from this template.
+    pub churn_connections: Vec<u32>,
+    pub churn: ChurnOptions,
     /// The command line that produced it, for the report.
     pub command: String,
+}
+
+/// The medians of one mixed-load cell (a database at one pool size).
+#[derive(Debug, Clone, Serialize)]
+pub struct ChurnMedians {
+    pub database: String,
+    pub coalesce: bool,
+    pub connections: u32,
+    pub clients: u32,
+    pub runs: usize,
+    /// Requests per second, all operations.
+    pub per_second: f64,
+    pub reserve_p99_ms: f64,
+    /// The slowest request of the slowest run.
+    pub max_ms: f64,
+    /// Worst over the runs.
+    pub over_2s: u64,
+    pub unknown: u64,
+    /// Every run's audit clean and books equal to what clients were told.
+    pub books_ok: bool,
+    pub all_per_second: Vec<f64>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -139,9 +166,61 @@ pub async fn run(
         .collect())
 }
 
-/// The Markdown report: how it was produced, every cell's medians, and the
-/// plots (paths relative to the report).
-pub fn report(opts: &MatrixOptions, m: &[Medians], cores: usize, plots: &[String]) -> String {
+/// Runs the mixed load on each SQL database of the grid at each pool size,
+/// interleaved; calls `progress` after each run.
+pub async fn run_churn(
+    opts: &MatrixOptions,
+    mut progress: impl FnMut(usize, usize, &str, u32, &ChurnReport),
+) -> Result<Vec<ChurnMedians>, Error> {
+    let mut plan = Vec::new();
+    for (backend, url) in &opts.targets {
+        let (database, url) = match (backend, url) {
+            (BenchBackend::Postgres, Some(url)) => ("postgres", url),
+            (BenchBackend::Mysql, Some(url)) => ("mysql", url),
+            _ => continue,
+        };
+        for &c in &opts.churn_connections {
+            plan.push((database.to_string(), url.clone(), c));
+        }
+    }
+    let total = plan.len() * opts.runs;
+    let mut results: BTreeMap<usize, Vec<ChurnReport>> = BTreeMap::new();
+    let mut done = 0;
+    for _ in 0..opts.runs {
+        for (i, (database, url, c)) in plan.iter().enumerate() {
+            let o = ChurnOptions { database_url: url.clone(), max_connections: *c, ..opts.churn.clone() };
+            let r = churn::run(&o).await?;
+            done += 1;
+            progress(done, total, database, *c, &r);
+            results.entry(i).or_default().push(r);
+        }
+    }
+    Ok(results
+        .into_iter()
+        .map(|(i, runs)| {
+            let reserve_p99 = |r: &ChurnReport| r.ops.iter().find(|o| o.op == "reserve").map_or(0.0, |o| o.p99_ms);
+            let max = |r: &ChurnReport| r.ops.iter().map(|o| o.max_ms).fold(0.0, f64::max);
+            ChurnMedians {
+                database: plan[i].0.clone(),
+                coalesce: opts.churn.store.coalesce,
+                connections: plan[i].2,
+                clients: opts.churn.clients,
+                runs: runs.len(),
+                per_second: median(runs.iter().map(|r| r.per_second).collect()),
+                reserve_p99_ms: median(runs.iter().map(reserve_p99).collect()),
+                max_ms: runs.iter().map(max).fold(0.0, f64::max),
+                over_2s: runs.iter().map(|r| r.over_2s).max().unwrap_or(0),
+                unknown: runs.iter().map(|r| r.unknown.values().sum::<u64>()).max().unwrap_or(0),
+                books_ok: runs.iter().all(|r| r.books.is_empty() && r.audit_ok != Some(false)),
+                all_per_second: runs.iter().map(|r| r.per_second).collect(),
+            }
+        })
+        .collect())
+}
+
+/// The Markdown report: how it was produced, every cell's medians, the
+/// mixed load's, and the plots (paths relative to the report).
+pub fn report(opts: &MatrixOptions, m: &[Medians], churn: &[ChurnMedians], cores: usize, plots: &[String]) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "## Matrix\n");
     let _ = writeln!(
@@ -173,6 +252,34 @@ pub fn report(opts: &MatrixOptions, m: &[Medians], cores: usize, plots: &[String
             x.retries,
             x.deadlocks
         );
+    }
+    if !churn.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n### Mixed load\n\n`bench churn` through the library, {} clients for {} s, at each pool size (`--max-connections`); requests per second of every operation, the slowest request of any run, requests slower than 2 s and without an answer (worst run), and whether every run's books and audit were clean.\n",
+            opts.churn.clients,
+            opts.churn.duration.as_secs_f64()
+        );
+        let _ = writeln!(
+            s,
+            "| database | coalesced | connections | requests/s | runs | reserve p99 ms | max ms | over 2 s | no answer | books |\n|---|---|---|---|---|---|---|---|---|---|"
+        );
+        for x in churn {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.0} | {} | {:.1} | {:.0} | {} | {} | {} |",
+                x.database,
+                if x.coalesce { "yes" } else { "no" },
+                x.connections,
+                x.per_second,
+                x.all_per_second.iter().map(|t| format!("{t:.0}")).collect::<Vec<_>>().join(" / "),
+                x.reserve_p99_ms,
+                x.max_ms,
+                x.over_2s,
+                x.unknown,
+                if x.books_ok { "ok" } else { "DIFFER" }
+            );
+        }
     }
     if !plots.is_empty() {
         let _ = writeln!(s, "\n### Plots\n");

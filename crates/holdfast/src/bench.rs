@@ -105,6 +105,12 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
     if !(a.duration > 0.0 && a.duration <= 3600.0) {
         return Err(fail(Invalid::new("duration", "must be 0 to 3600 seconds").into()));
     }
+    if !(a.churn_duration > 0.0 && a.churn_duration <= 3600.0) {
+        return Err(fail(Invalid::new("churn_duration", "must be 0 to 3600 seconds").into()));
+    }
+    if a.churn_connections.iter().any(|&c| !(1..=1000).contains(&c)) {
+        return Err(fail(Invalid::new("churn_connections", "give pool sizes of 1 to 1000").into()));
+    }
     let mut targets = Vec::new();
     for b in &a.backends {
         match b {
@@ -146,6 +152,22 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
             redis_url: a.redis_url.clone(),
             http: None,
         },
+        churn_connections: if a.no_churn { Vec::new() } else { a.churn_connections.clone() },
+        churn: holdfast_bench::churn::ChurnOptions {
+            database_url: String::new(),
+            store: db.store_config(),
+            max_connections: 1,
+            targets: Vec::new(),
+            token: None,
+            shop: None,
+            clients: a.churn_clients,
+            duration: Duration::from_secs_f64(a.churn_duration),
+            items: 5,
+            locations: 3,
+            stock: (15, 60),
+            seed: clock_seed(),
+            check: false,
+        },
         command,
     };
     let medians = matrix::run(&opts, |done, total, r| {
@@ -158,6 +180,16 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
             r.sale.p99_ms,
             r.sale.oversold,
             r.sale.undersold
+        )
+    })
+    .await
+    .map_err(fail)?;
+    let churn = matrix::run_churn(&opts, |done, total, database, c, r| {
+        eprintln!(
+            "[{done}/{total}] mixed load on {database}, {c} connections: {:.0} requests/s, {} slower than 2 s, books {}",
+            r.per_second,
+            r.over_2s,
+            if r.books.is_empty() && r.audit_ok != Some(false) { "ok" } else { "DIFFER" }
         )
     })
     .await
@@ -178,17 +210,18 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
     };
     if let Some(path) = &a.markdown {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        write(path, matrix::report(&opts, &medians, cores, &plots))?;
+        write(path, matrix::report(&opts, &medians, &churn, cores, &plots))?;
         println!("wrote {}", path.display());
     }
     if let Some(path) = &a.json {
-        write(path, serde_json::to_string_pretty(&medians).expect("medians serialize"))?;
+        let all = serde_json::json!({ "flash_sale": medians, "mixed_load": churn });
+        write(path, serde_json::to_string_pretty(&all).expect("medians serialize"))?;
         println!("wrote {}", path.display());
     }
     if let Some(dir) = &a.plots {
         println!("wrote {} plot(s) under {}", plots.len(), dir.display());
     }
-    let clean = medians.iter().all(|m| m.oversold == 0 && m.undersold == 0);
+    let clean = medians.iter().all(|m| m.oversold == 0 && m.undersold == 0) && churn.iter().all(|c| c.books_ok);
     Ok(if clean { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 

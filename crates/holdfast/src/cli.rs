@@ -460,9 +460,22 @@ pub struct MatrixArgs {
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
     /// Write every cell's medians (and each run's throughput) as JSON to this
-    /// file.
+    /// file: `{"flash_sale": [...], "mixed_load": [...]}`.
     #[arg(long, value_name = "FILE")]
     pub json: Option<std::path::PathBuf>,
+    /// Pool sizes (`--max-connections`) of the mixed load (`bench churn`),
+    /// run on PostgreSQL and MySQL when they are among --backends.
+    #[arg(long, value_delimiter = ',', default_value = "8,32,64")]
+    pub churn_connections: Vec<u32>,
+    /// Clients of the mixed load.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub churn_clients: u32,
+    /// Seconds per mixed-load run.
+    #[arg(long, default_value_t = 15.0)]
+    pub churn_duration: f64,
+    /// Leave the mixed load out.
+    #[arg(long)]
+    pub no_churn: bool,
 }
 
 #[derive(Debug, Args)]
