@@ -51,7 +51,8 @@ impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
 impl<D: Dialect> SqlStore<D> {
     /// One reserve alone: the fast path, the slow path, the retries.
     pub(super) async fn reserve_alone(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
-        self.retrying(true, || self.reserve_once(req)).await
+        let queued = std::sync::atomic::AtomicBool::new(false);
+        tag::op("reserve", self.retrying(true, || self.reserve_once(req, &queued))).await
     }
 
     /// A batch of reserves of one shop, in arrival order.

@@ -6,9 +6,11 @@
 //! that finds them busy waits for their holder, then starts over from the
 //! fast path, where the holder's refill put its units. Across processes that
 //! wait is a shared lock on the ledger rows, held by a connection. Within one
-//! process it is a gate here: a reserve that finds the gate of one of its
-//! items taken waits its turn without a connection and without a lock in the
-//! database, first come, first served, and on its turn looks at the pool and
+//! process it is a gate here, waited for without a connection and without a
+//! lock in the database: a reserve that finds the gate of one of its items
+//! taken waits for it to come free and starts over (most then find units in
+//! the refilled pool, all at once); one that comes back to a taken gate
+//! queues, first come, first served, and on its turn looks at the pool and
 //! the sold-out check again before it goes to the ledger. Waiting in the
 //! database made every waiter hold a connection and a place in the row's lock
 //! queue, and a waiter that was let through had to win the race for the
@@ -48,9 +50,15 @@ impl Pass {
 }
 
 impl Gates {
-    /// Takes the gates of `items` of `shop`, in item order, waiting for each
-    /// (first come, first served).
-    pub(crate) async fn enter<'a>(&self, shop: &ShopId, items: impl IntoIterator<Item = &'a ItemId>) -> Pass {
+    /// Takes the gates of `items` of `shop`, in item order. With `queue`, it
+    /// waits for each (first come, first served); without, when one is taken
+    /// it waits for that gate to come free, takes nothing and says `None`.
+    pub(crate) async fn enter<'a>(
+        &self,
+        shop: &ShopId,
+        items: impl IntoIterator<Item = &'a ItemId>,
+        queue: bool,
+    ) -> Option<Pass> {
         let mut items: Vec<&ItemId> = items.into_iter().collect();
         items.sort();
         items.dedup();
@@ -59,13 +67,18 @@ impl Gates {
             let gate = self.gate(shop, item);
             held.push(match gate.clone().try_lock_owned() {
                 Ok(g) => g,
-                Err(_) => {
+                Err(_) if queue => {
                     waited = true;
                     gate.lock_owned().await
                 }
+                Err(_) => {
+                    drop(held);
+                    drop(gate.lock_owned().await);
+                    return None;
+                }
             });
         }
-        Pass { _held: held, waited }
+        Some(Pass { _held: held, waited })
     }
 
     fn gate(&self, shop: &ShopId, item: &ItemId) -> Arc<Gate> {
@@ -97,16 +110,19 @@ mod tests {
     async fn gates_are_taken_in_turn() {
         let gates = Arc::new(Gates::default());
         let shop = ShopId::new("s").unwrap();
-        let first = gates.enter(&shop, [&item("b"), &item("a")]).await;
+        let first = gates.enter(&shop, [&item("b"), &item("a")], true).await.expect("queued");
         assert!(!first.waited());
         // Another shop's item of the same name is another gate.
-        assert!(!gates.enter(&ShopId::new("t").unwrap(), [&item("a")]).await.waited());
+        assert!(!gates.enter(&ShopId::new("t").unwrap(), [&item("a")], true).await.unwrap().waited());
+        // Not queueing: wait for the gate, hold nothing.
+        let (g, s) = (gates.clone(), shop.clone());
+        let passer = tokio::spawn(async move { g.enter(&s, [&item("a")], false).await.is_none() });
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut waiters = Vec::new();
         for n in 0..3 {
             let (g, s, o) = (gates.clone(), shop.clone(), order.clone());
             waiters.push(tokio::spawn(async move {
-                let pass = g.enter(&s, [&item("a")]).await;
+                let pass = g.enter(&s, [&item("a")], true).await.expect("queued");
                 o.lock().unwrap().push(n);
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 pass.waited()
@@ -115,11 +131,12 @@ mod tests {
         }
         assert!(order.lock().unwrap().is_empty(), "all wait while the gate is held");
         drop(first);
+        assert!(passer.await.unwrap(), "told to start over");
         for w in waiters {
             assert!(w.await.unwrap(), "each one waited");
         }
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2], "first come, first served");
-        assert!(!gates.enter(&shop, [&item("a"), &item("b")]).await.waited(), "free again");
+        assert!(!gates.enter(&shop, [&item("a"), &item("b")], false).await.expect("free").waited(), "free again");
     }
 
     #[tokio::test]
@@ -127,7 +144,7 @@ mod tests {
         let gates = Gates::default();
         let shop = ShopId::new("s").unwrap();
         for n in 0..3000 {
-            drop(gates.enter(&shop, [&item(&format!("i{n}"))]).await);
+            drop(gates.enter(&shop, [&item(&format!("i{n}"))], false).await);
         }
         assert!(gates.map.lock().unwrap().len() <= 1024);
     }

@@ -329,7 +329,7 @@ impl<D: Dialect> Store for SqlStore<D> {
 impl<D: Dialect> SqlStore<D> {
     async fn reserve_here(&self, req: ReserveRequest) -> Result<Reserved, Error> {
         let Some(c) = &self.coalesce else {
-            return self.op("reserve", true, || self.reserve_once(&req)).await;
+            return self.reserve_alone(&req).await;
         };
         let key = (req.shop().clone(), tag::caller());
         tag::op("reserve", async {

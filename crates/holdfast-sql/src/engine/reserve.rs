@@ -3,6 +3,7 @@
 //! ledger locks with the inline refill (docs/design.md, "The pool").
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use holdfast_core::{
     Allocation, Error, ItemId, LocationId, Reservation, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall,
@@ -52,7 +53,10 @@ impl<D: Dialect> SqlStore<D> {
     /// the pool rows that fast-path transactions still hold: they finish
     /// without waiting for it. Without this rule, short carts holding a few
     /// units each would wait on each other at sell-out and retry forever.
-    pub(super) async fn reserve_once(&self, req: &ReserveRequest) -> Result<Reserved, Fail> {
+    ///
+    /// `queued`: set once this request has waited at an item's gate and
+    /// started over; the next time it queues there (engine/gate.rs).
+    pub(super) async fn reserve_once(&self, req: &ReserveRequest, queued: &AtomicBool) -> Result<Reserved, Fail> {
         let wants = fast_wants(req);
         if let Some(done) = self.fast_path(req, &wants).await? {
             return Ok(done);
@@ -60,12 +64,18 @@ impl<D: Dialect> SqlStore<D> {
         let spec = candidate_spec(req);
         let mut verdict = self.sold_out(req, &spec).await?;
         // At most one slow path per item of this process goes to the ledger
-        // rows (engine/gate.rs). One that waited for another's turn looks
-        // again first: that one's refill may have filled the pool, or sold
-        // the item out.
+        // rows (engine/gate.rs). The first time a request finds the gate
+        // taken it waits for the holder and starts over at the fast path,
+        // with the others that waited, where the holder's refill is; the
+        // next time it queues, first come first served, and on its turn
+        // looks again before it goes on.
         let mut _pass = None;
         if let Verdict::Maybe(_) = verdict {
-            let pass = self.gates.enter(req.shop(), req.lines().iter().map(|l| &l.item)).await;
+            let items = req.lines().iter().map(|l| &l.item);
+            let Some(pass) = self.gates.enter(req.shop(), items, queued.load(Ordering::Relaxed)).await else {
+                queued.store(true, Ordering::Relaxed);
+                return Err(Fail::Again);
+            };
             if pass.waited() {
                 if let Some(done) = self.fast_path(req, &wants).await? {
                     return Ok(done);
