@@ -349,11 +349,12 @@ pub async fn four_sweepers_release_each_hold_once(s: Subject) {
     with_subject(s, StoreConfig::default(), move |db| async move {
         stock(&*db.store, "s1", "hot", "wh", 300).await;
         for n in 0..120 {
-            let req = request("s1", &format!("k{n}"), vec![line("hot", 2, None)]).with_ttl(Ttl::from_secs(1).unwrap());
+            let req = request("s1", &format!("k{n}"), vec![line("hot", 2, None)]).with_ttl(Ttl::from_secs(3).unwrap());
             db.store.reserve(&req).await.expect("reserve");
         }
-        // Mirrored holds are made when the mirror gets to them, and expire a
-        // second after that.
+        // Mirrored holds are made when the mirror gets to them, and expire
+        // three seconds after that: time enough, on a loaded machine, for
+        // the 120 reserves and the mirror before they are counted.
         db.mirrored().await;
         // Each book's holds: the deciding store's 120, and the mirror's (the
         // shadow's SQL copy holds only what SQL agreed to), counted before
@@ -363,7 +364,7 @@ pub async fn four_sweepers_release_each_hold_once(s: Subject) {
             Subject::Router(Mode::SqlPrimary, _) => 120,
             _ => 0,
         };
-        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        tokio::time::sleep(Duration::from_millis(3_300)).await;
         let mut sweepers = Vec::new();
         for _ in 0..4 {
             let store = db.store.clone();
