@@ -77,6 +77,8 @@ impl<D: Dialect> SqlStore<D> {
         let mut heads: HashMap<ReservationId, Head> =
             run::heads_for_update::<D>(tx, shop, &ids).await?.into_iter().map(|h| (h.id, h)).collect();
         let mut moves: Vec<(ReservationId, ReservationStatus)> = Vec::new();
+        // Extends: the hold, its new time to live, the index of the answer.
+        let mut extends: Vec<(ReservationId, Ttl, usize)> = Vec::new();
         let mut decided: Vec<Result<Head, Error>> = Vec::with_capacity(ops.len());
         for &(id, op) in ops {
             let Some(head) = heads.get_mut(&id) else {
@@ -102,16 +104,10 @@ impl<D: Dialect> SqlStore<D> {
                     head.status = Released;
                     Ok(())
                 }
+                // Moved last, just before the commit (below).
                 (Held, Settle::Extend(ttl)) => {
-                    let args = [shop.as_str().into(), id.get().into(), (ttl.as_secs() as i64).into()];
-                    run::exec::<D>(tx, Stmt::Extend, &args).await?;
-                    match run::head_of::<D>(tx, shop, id).await? {
-                        Some(moved) => {
-                            *head = moved;
-                            Ok(())
-                        }
-                        None => Err(Error::NotFound),
-                    }
+                    extends.push((id, ttl, decided.len()));
+                    Ok(())
                 }
                 // Idempotent repeats.
                 (Claimed, Settle::Claim) | (Released | Expired, Settle::Release) => Ok(()),
@@ -145,6 +141,23 @@ impl<D: Dialect> SqlStore<D> {
         claimed.dedup();
         if !claimed.is_empty() && run::heads_for_update::<D>(tx, shop, &claimed).await?.iter().any(|h| h.expired) {
             return Err(Fail::Again);
+        }
+        // The same for an extend: a hold whose time ran out while this
+        // transaction waited has counted as free since; moving its expiry
+        // now would hold those units again behind a reader's back. The
+        // statement moves only a hold still in time.
+        for (id, ttl, at) in extends {
+            let args = [shop.as_str().into(), id.get().into(), (ttl.as_secs() as i64).into()];
+            if run::exec::<D>(tx, Stmt::Extend, &args).await? == 0 {
+                return Err(Fail::Again);
+            }
+            let moved = run::head_of::<D>(tx, shop, id).await?.ok_or(Error::NotFound)?;
+            // This answer and later ones of the same hold in the batch carry
+            // the new expiry, each with the status decided for it.
+            for d in decided[at..].iter_mut().flatten().filter(|h| h.id == id) {
+                d.expires_at = moved.expires_at;
+                d.expired = false;
+            }
         }
         Ok(decided
             .into_iter()

@@ -1,6 +1,9 @@
 -- Moves the expiry of a hold whose row this transaction has locked (lock
--- order step 1); the engine reads the new expires_at back with head.sql.
+-- order step 1), unless its time ran out meanwhile (no row: the engine goes
+-- round again and answers `expired`). Sent last before the commit, like the
+-- claims' re-check. The engine reads the new expires_at back with head.sql.
 UPDATE reservations
 SET expires_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER) + ?3 * 1000,
     updated_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
 WHERE shop_id = ?1 AND id = ?2
+  AND expires_at > CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
