@@ -1,6 +1,7 @@
-//! In-process gates in front of the ledger locks: at most one slow path (or
-//! batch refill) of this process per (shop, item) goes to the ledger rows at
-//! a time.
+//! In-process gates in front of the ledger locks: at most one slow-path
+//! reserve of this process per (shop, item) goes to the ledger rows at a
+//! time. (A coalesced batch's refill needs none: it skips ledger rows that
+//! are taken and never waits.)
 //!
 //! The slow path takes its ledger rows without waiting (SKIP LOCKED): one
 //! that finds them busy waits for their holder, then starts over from the
