@@ -301,7 +301,7 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
             if opts.db_latency_ms > 0.0 && upstream_of(&url).is_none() {
                 notes.push("--db-latency delays Redis only: the SQL ledger is a local SQLite file".into());
             }
-            let mut t = StoreTarget::new(Arc::new(store), ShopId::new(run_id)?);
+            let mut t = StoreTarget::new(store, ShopId::new(run_id)?);
             t.ttl = Ttl::from_secs(Ttl::MAX_SECS as i64)?;
             t.conn_report = true;
             (Arc::new(t), "redis".into(), Some(scheme))

@@ -43,7 +43,7 @@ impl Migration {
     pub async fn build(db: &holdfast_sql::Database, redis: RedisOptions, shadow: ShadowConfig) -> Result<Self, Error> {
         let control = ModeControl::load(db.modes.clone()).await?;
         control.spawn_poller();
-        let redis = Arc::new(RedisStore::new(redis, db.legacy.clone())?);
+        let redis = RedisStore::new(redis, db.legacy.clone())?;
         let router = Arc::new(ModeRouter::new(db.store.clone(), redis.clone(), control.clone(), shadow));
         Ok(Self { router, control, redis })
     }

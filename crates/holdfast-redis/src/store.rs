@@ -129,6 +129,8 @@ pub struct RedisStore {
     /// so sql-primary shops keep their latency while Redis is away.
     down_until_ms: AtomicU64,
     epoch: std::time::Instant,
+    /// This store, for the work a caller's going away must not cut in half.
+    me: std::sync::Weak<Self>,
 }
 
 /// How long Redis counts as down after a connection failure.
@@ -210,10 +212,10 @@ impl RedisStore {
     /// A store on Redis at `opts.url` with its ledger in `db`. Connects
     /// lazily: a Redis that is down does not stop the process from starting;
     /// each operation then fails as `unavailable` until Redis is back.
-    pub fn new(opts: RedisOptions, db: Arc<dyn LegacyLedger>) -> Result<Self, Error> {
+    pub fn new(opts: RedisOptions, db: Arc<dyn LegacyLedger>) -> Result<Arc<Self>, Error> {
         let client = redis::Client::open(opts.url.as_str())
             .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("redis_url", e.to_string())))?;
-        Ok(Self {
+        Ok(Arc::new_cyclic(|me| Self {
             client,
             conn: tokio::sync::Mutex::new(None),
             opts,
@@ -226,7 +228,23 @@ impl RedisStore {
             expired: AtomicU64::new(0),
             down_until_ms: AtomicU64::new(0),
             epoch: std::time::Instant::now(),
-        })
+            me: me.clone(),
+        }))
+    }
+
+    /// Runs `work` on a task of its own (`holdfast_sql::detach`): an
+    /// operation that writes both Redis and the SQL ledger finishes both
+    /// writes even when its caller times out or hangs up between them. Only
+    /// a crash of the process splits them — the legacy design's flaw, which
+    /// [`ClaimOrder`] is about.
+    async fn detached<T, F, Fut>(&self, work: F) -> T
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Self>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let me = self.me.upgrade().expect("a store lives in an Arc");
+        holdfast_sql::detach(work(me)).await
     }
 
     pub fn options(&self) -> &RedisOptions {
@@ -514,6 +532,76 @@ impl RedisStore {
         Ok(ok == 1)
     }
 
+    async fn claim_both(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
+        let current = self.get(shop, id).await?;
+        match current.status {
+            ReservationStatus::Claimed => return Ok(current),
+            ReservationStatus::Expired => return Err(Error::Expired),
+            ReservationStatus::Released => return Err(Error::WrongStatus(ReservationStatus::Released, "claimed")),
+            ReservationStatus::Held if current.expires_at <= Utc::now() => {
+                // Expire it now (the script re-checks with Redis's clock).
+                return self.settle(shop, id, "claim", None).await;
+            }
+            ReservationStatus::Held => {}
+        }
+        let lines: Vec<_> = current.lines.iter().map(|a| (a.item.clone(), a.location.clone(), a.quantity)).collect();
+        let crash = || Error::Unavailable("injected fault: the process died between the two writes of a claim".into());
+        match self.claim_order() {
+            ClaimOrder::LedgerFirst => {
+                self.db.ledger_commit(shop, &lines).await?;
+                if self.crash_here() {
+                    return Err(crash());
+                }
+                self.settle(shop, id, "claim", None).await
+            }
+            ClaimOrder::RedisFirst => {
+                let r = self.settle(shop, id, "claim", None).await?;
+                if self.crash_here() {
+                    return Err(crash());
+                }
+                self.db.ledger_commit(shop, &lines).await?;
+                Ok(r)
+            }
+        }
+    }
+
+    async fn change_both(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
+        let (shop, item, location, change) = (req.shop(), req.item(), req.location(), req.change());
+        self.db.ledger_ensure(shop, item, location).await?;
+        if let StockChange::Fulfil(q) = change {
+            if !self.db.ledger_fulfil(shop, item, location, q).await? {
+                return Err(Error::StockConflict(format!("fewer than {q} committed units to fulfil")));
+            }
+            return self.level(shop, item, location).await;
+        }
+        for _ in 0..50 {
+            let row = self.db.ledger_rows(Some(shop), Some(item)).await?;
+            let row = row.into_iter().find(|r| &r.location == location).ok_or_else(|| bad_reply("ledger row"))?;
+            let new = match change {
+                StockChange::Set(n) => n,
+                StockChange::Adjust(d) => row.on_hand + d,
+                StockChange::Fulfil(_) => unreachable!("handled above"),
+            };
+            if new < 0 {
+                return Err(Error::StockConflict(format!("on_hand would fall below zero ({new})")));
+            }
+            let delta = new - row.on_hand;
+            if delta < 0 && !self.stock_delta(shop, item, location, delta).await? {
+                return Err(Error::StockConflict("the decrease would take units that are held or sold".into()));
+            }
+            if self.db.ledger_swap_on_hand(&row, new).await? {
+                if delta >= 0 {
+                    self.stock_delta(shop, item, location, delta).await?;
+                }
+                return self.level(shop, item, location).await;
+            }
+            if delta < 0 {
+                self.stock_delta(shop, item, location, -delta).await?;
+            }
+        }
+        Err(Error::RetriesExhausted(50))
+    }
+
     async fn level(&self, shop: &ShopId, item: &ItemId, loc: &LocationId) -> Result<LocationLevel, Error> {
         let levels = self.levels(shop, item).await?;
         levels
@@ -587,36 +675,8 @@ impl Store for RedisStore {
     /// ledger's `committed`, then removes the hold from Redis. Two systems,
     /// no transaction over both: see [`ClaimOrder`].
     async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
-        let current = self.get(shop, id).await?;
-        match current.status {
-            ReservationStatus::Claimed => return Ok(current),
-            ReservationStatus::Expired => return Err(Error::Expired),
-            ReservationStatus::Released => return Err(Error::WrongStatus(ReservationStatus::Released, "claimed")),
-            ReservationStatus::Held if current.expires_at <= Utc::now() => {
-                // Expire it now (the script re-checks with Redis's clock).
-                return self.settle(shop, id, "claim", None).await;
-            }
-            ReservationStatus::Held => {}
-        }
-        let lines: Vec<_> = current.lines.iter().map(|a| (a.item.clone(), a.location.clone(), a.quantity)).collect();
-        let crash = || Error::Unavailable("injected fault: the process died between the two writes of a claim".into());
-        match self.claim_order() {
-            ClaimOrder::LedgerFirst => {
-                self.db.ledger_commit(shop, &lines).await?;
-                if self.crash_here() {
-                    return Err(crash());
-                }
-                self.settle(shop, id, "claim", None).await
-            }
-            ClaimOrder::RedisFirst => {
-                let r = self.settle(shop, id, "claim", None).await?;
-                if self.crash_here() {
-                    return Err(crash());
-                }
-                self.db.ledger_commit(shop, &lines).await?;
-                Ok(r)
-            }
-        }
+        let shop = shop.clone();
+        self.detached(move |me| async move { me.claim_both(&shop, id).await }).await
     }
 
     async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
@@ -672,40 +732,8 @@ impl Store for RedisStore {
     /// `on_hand` is swapped in SQL; an increase goes the other way round. A
     /// lost race on the SQL swap is undone in Redis and retried.
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
-        let (shop, item, location, change) = (req.shop(), req.item(), req.location(), req.change());
-        self.db.ledger_ensure(shop, item, location).await?;
-        if let StockChange::Fulfil(q) = change {
-            if !self.db.ledger_fulfil(shop, item, location, q).await? {
-                return Err(Error::StockConflict(format!("fewer than {q} committed units to fulfil")));
-            }
-            return self.level(shop, item, location).await;
-        }
-        for _ in 0..50 {
-            let row = self.db.ledger_rows(Some(shop), Some(item)).await?;
-            let row = row.into_iter().find(|r| &r.location == location).ok_or_else(|| bad_reply("ledger row"))?;
-            let new = match change {
-                StockChange::Set(n) => n,
-                StockChange::Adjust(d) => row.on_hand + d,
-                StockChange::Fulfil(_) => unreachable!("handled above"),
-            };
-            if new < 0 {
-                return Err(Error::StockConflict(format!("on_hand would fall below zero ({new})")));
-            }
-            let delta = new - row.on_hand;
-            if delta < 0 && !self.stock_delta(shop, item, location, delta).await? {
-                return Err(Error::StockConflict("the decrease would take units that are held or sold".into()));
-            }
-            if self.db.ledger_swap_on_hand(&row, new).await? {
-                if delta >= 0 {
-                    self.stock_delta(shop, item, location, delta).await?;
-                }
-                return self.level(shop, item, location).await;
-            }
-            if delta < 0 {
-                self.stock_delta(shop, item, location, -delta).await?;
-            }
-        }
-        Err(Error::RetriesExhausted(50))
+        let req = req.clone();
+        self.detached(move |me| async move { me.change_both(&req).await }).await
     }
 
     async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {

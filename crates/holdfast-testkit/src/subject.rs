@@ -88,7 +88,7 @@ impl TestStore {
         let prefix = RedisPrefix::new(&shared_redis_url());
         let mut opts = RedisOptions::new(&prefix.url);
         opts.prefix = prefix.prefix.clone();
-        let legacy = Arc::new(RedisStore::new(opts, db.db.legacy.clone()).expect("redis store"));
+        let legacy = RedisStore::new(opts, db.db.legacy.clone()).expect("redis store");
         legacy.ping().await.expect("Redis must be running (scripts/test starts it)");
         let (store, router): (Arc<dyn Store>, _) = match subject {
             Subject::Router(mode, _) => {

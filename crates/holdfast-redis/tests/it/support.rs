@@ -40,7 +40,7 @@ impl World {
         let db = holdfast_sql::open(&ConnectOptions::new(&self.url)).await.expect("second process's pool");
         let control = ModeControl::load(db.modes.clone()).await.expect("rules");
         control.spawn_poller();
-        let redis = Arc::new(RedisStore::new(self.redis.options().clone(), db.legacy.clone()).expect("redis"));
+        let redis = RedisStore::new(self.redis.options().clone(), db.legacy.clone()).expect("redis");
         let router = Arc::new(ModeRouter::new(db.store.clone(), redis, control.clone(), ShadowConfig::default()));
         (control, router)
     }
@@ -58,7 +58,7 @@ pub async fn world_with(backend: Backend, redis_url: &str, shadow: ShadowConfig)
     control.spawn_poller();
     let mut opts = RedisOptions::new(redis_url);
     opts.prefix = prefix.prefix.clone();
-    let redis = Arc::new(RedisStore::new(opts, db.legacy.clone()).expect("redis"));
+    let redis = RedisStore::new(opts, db.legacy.clone()).expect("redis");
     redis.ping().await.expect("Redis must be running");
     let router = Arc::new(ModeRouter::new(db.store.clone(), redis.clone(), control.clone(), shadow));
     World {
