@@ -103,6 +103,102 @@ ensure_redis() {
   log "Redis: up"
 }
 
+# Test certificates: a CA made on first use (kept, so servers configured
+# with its certificates keep working across runs), a server certificate it
+# signed for 127.0.0.1, ::1 and localhost, a second one (a renewal, for the
+# reload test) and an unrelated CA (for the wrong-CA tests). Exported as
+# HOLDFAST_TEST_TLS_DIR.
+ensure_test_certs() {
+  local dir="${HOLDFAST_TEST_TLS_DIR:-/var/lib/holdfast-test-tls}"
+  export HOLDFAST_TEST_TLS_DIR="$dir"
+  if [ -s "$dir/server-renewed.pem" ]; then return 0; fi
+  command -v openssl >/dev/null || apt_install openssl
+  log "TLS: making a test CA and server certificates in $dir"
+  mkdir -p "$dir"
+  local tmp; tmp=$(mktemp -d)
+  ca() { # ca NAME CN
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=$2" \
+      -keyout "$tmp/$1.key" -out "$tmp/$1.pem" -addext basicConstraints=critical,CA:TRUE \
+      -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  }
+  leaf() { # leaf NAME CN
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=$2" -keyout "$tmp/$1.key" -out "$tmp/$1.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n' >"$tmp/$1.ext"
+    openssl x509 -req -in "$tmp/$1.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -CAcreateserial -days 3650 \
+      -extfile "$tmp/$1.ext" -out "$tmp/$1.pem" 2>/dev/null
+  }
+  ca ca "holdfast test CA"
+  ca wrong-ca "an unrelated CA"
+  leaf server "holdfast test server"
+  leaf server-renewed "holdfast test server (renewed)"
+  cp "$tmp"/{ca,wrong-ca,server,server-renewed}.pem "$tmp"/{server,server-renewed}.key "$dir/"
+  chmod 0644 "$dir"/*.pem; chmod 0600 "$dir"/*.key
+  # Each server wants its own copy of the key, owned by its user.
+  for who in postgres mysql; do
+    if id "$who" >/dev/null 2>&1; then
+      mkdir -p "$dir/$who"; cp "$tmp/server.key" "$dir/$who/server.key"
+      chown -R "$who" "$dir/$who"; chmod 0700 "$dir/$who"; chmod 0600 "$dir/$who/server.key"
+    fi
+  done
+  chmod 0755 "$dir"
+  rm -rf "$tmp"
+}
+
+# PostgreSQL serves the test CA's certificate (ALTER SYSTEM + reload; no
+# restart), so clients can connect with sslmode=verify-full.
+ensure_postgres_tls() {
+  ensure_test_certs
+  [ -n "${HOLDFAST_TEST_POSTGRES_URL:-}" ] && return 0
+  local dir=$HOLDFAST_TEST_TLS_DIR
+  pg_tls_ok() { psql "host=127.0.0.1 user=postgres dbname=postgres sslmode=verify-full sslrootcert=$dir/ca.pem" -Atc 'SELECT 1' >/dev/null 2>&1; }
+  if pg_tls_ok; then log "PostgreSQL TLS: up"; return 0; fi
+  is_root || { log "PostgreSQL TLS: not configured with the test CA, and configuring it needs root"; return 1; }
+  log "PostgreSQL TLS: serving the test CA's certificate"
+  psql "postgres://postgres@127.0.0.1:5432/postgres" -q \
+    -c "ALTER SYSTEM SET ssl = on" \
+    -c "ALTER SYSTEM SET ssl_cert_file = '$dir/server.pem'" \
+    -c "ALTER SYSTEM SET ssl_key_file = '$dir/postgres/server.key'" \
+    -c "SELECT pg_reload_conf()" >/dev/null
+  wait_for 10 pg_tls_ok || { log "PostgreSQL TLS did not come up"; return 1; }
+  log "PostgreSQL TLS: up"
+}
+
+# MariaDB has TLS off until it is given a certificate at start-up: an
+# include in my.cnf names the test certificates, then one restart.
+ensure_mysql_tls() {
+  ensure_test_certs
+  [ -n "${HOLDFAST_TEST_MYSQL_URL:-}" ] && return 0
+  local dir=$HOLDFAST_TEST_TLS_DIR
+  my_tls_ok() { mariadb -h 127.0.0.1 -P 3306 -u root --ssl --ssl-ca="$dir/ca.pem" --ssl-verify-server-cert -e 'SELECT 1' >/dev/null 2>&1; }
+  if my_tls_ok; then log "MariaDB TLS: up"; return 0; fi
+  is_root || { log "MariaDB TLS: not configured with the test CA, and configuring it needs root"; return 1; }
+  log "MariaDB TLS: configuring the test certificates and restarting"
+  printf '[mysqld]\nssl_ca = %s\nssl_cert = %s\nssl_key = %s\n' \
+    "$dir/ca.pem" "$dir/server.pem" "$dir/mysql/server.key" >/etc/mysql/holdfast-tls.cnf
+  grep -q holdfast-tls.cnf /etc/mysql/my.cnf || printf '\n!include /etc/mysql/holdfast-tls.cnf\n' >>/etc/mysql/my.cnf
+  mariadb-admin -h 127.0.0.1 -u root shutdown || true
+  for _ in $(seq 100); do pgrep -x mariadbd >/dev/null || pgrep -x mysqld >/dev/null || break; sleep 0.1; done
+  ensure_mysql
+  wait_for 10 my_tls_ok || { log "MariaDB TLS did not come up"; return 1; }
+  log "MariaDB TLS: up"
+}
+
+# A second Redis on 6380 speaking TLS only (rediss://), with the test
+# certificate; clients need no certificate of their own.
+ensure_redis_tls() {
+  ensure_test_certs
+  ensure_redis
+  local dir=$HOLDFAST_TEST_TLS_DIR
+  redis_tls_ok() { redis-cli --tls --cacert "$dir/ca.pem" -h 127.0.0.1 -p 6380 ping 2>/dev/null | grep -q PONG; }
+  if redis_tls_ok; then log "Redis TLS: up"; return 0; fi
+  log "Redis TLS: starting on 6380"
+  redis-server --daemonize yes --bind 127.0.0.1 --port 0 --tls-port 6380 --save "" --appendonly no \
+    --tls-cert-file "$dir/server.pem" --tls-key-file "$dir/server.key" --tls-ca-cert-file "$dir/ca.pem" \
+    --tls-auth-clients no >/dev/null
+  wait_for 15 redis_tls_ok || { log "Redis TLS did not come up"; return 1; }
+  log "Redis TLS: up"
+}
+
 # Crash the local database server and start it again (for `bench verify
 # --faults restart --restart-cmd`): what a power cut of the server process
 # looks like, committed transactions recovered from the log. Root only.

@@ -167,9 +167,9 @@ pub fn validate(opts: &BenchOptions) -> Result<(), Invalid> {
             ));
         }
     } else if opts.backend == BenchBackend::Redis
-        && !(opts.redis_url.starts_with("redis://") || opts.redis_url.starts_with("redis+unix://"))
+        && !["redis://", "rediss://", "redis+unix://"].iter().any(|s| opts.redis_url.starts_with(s))
     {
-        return Err(Invalid::new("redis_url", format!("{:?}: expected redis://HOST:PORT", opts.redis_url)));
+        return Err(Invalid::new("redis_url", "expected redis://HOST:PORT, rediss://HOST:PORT or redis+unix://PATH"));
     }
     Ok(())
 }
@@ -212,7 +212,7 @@ pub fn redis_prefix(run_id: &str) -> String {
 /// Deletes every key under `prefix` (SCAN, then UNLINK in batches).
 async fn drop_redis_keys(url: &str, prefix: &str) -> Result<u64, Error> {
     let unavailable = |e: redis::RedisError| Error::Unavailable(format!("redis: {e}"));
-    let client = redis::Client::open(url).map_err(unavailable)?;
+    let client = holdfast_redis::client(url)?;
     let mut c = client.get_multiplexed_async_connection().await.map_err(unavailable)?;
     let mut cursor: u64 = 0;
     let mut n = 0;

@@ -13,8 +13,11 @@ use crate::store::{RedisOptions, RedisStore};
 #[derive(Debug, clap::Args)]
 pub struct ModeArgs {
     /// The legacy Redis (reconcile only).
-    #[arg(long, global = true, env = "HOLDFAST_REDIS_URL", default_value = "redis://127.0.0.1:6379")]
+    #[arg(long, global = true, env = "HOLDFAST_REDIS_URL", default_value = "redis://127.0.0.1:6379", hide_env_values = true)]
     pub redis_url: String,
+    /// A file holding the Redis URL (a mounted secret), instead of --redis-url.
+    #[arg(long, global = true, env = "HOLDFAST_REDIS_URL_FILE", value_name = "FILE")]
+    pub redis_url_file: Option<std::path::PathBuf>,
     /// Prefix of every key holdfast keeps in Redis.
     #[arg(long, global = true, env = "HOLDFAST_REDIS_PREFIX", default_value = "hf:")]
     pub redis_prefix: String,
@@ -109,7 +112,11 @@ pub async fn run(args: ModeArgs, db: &holdfast_sql::Database) -> Result<(), Erro
             });
         }
         ModeCommand::Reconcile { shop, from } => {
-            let mut opts = RedisOptions::new(args.redis_url);
+            let url = match &args.redis_url_file {
+                Some(path) => holdfast_sql::read_url_file(path, "redis_url_file")?,
+                None => args.redis_url,
+            };
+            let mut opts = RedisOptions::new(url);
             opts.prefix = args.redis_prefix;
             let redis = RedisStore::new(opts, db.legacy.clone())?;
             redis.ping().await?;

@@ -25,7 +25,7 @@ pub use router::ModeRouter;
 pub use shadow::{ShadowConfig, ShadowCounts};
 #[cfg(feature = "fault-injection")]
 pub use store::InjectedFault;
-pub use store::{ClaimOrder, REDIS_ID_BASE, RedisOptions, RedisStore, is_redis_id};
+pub use store::{ClaimOrder, REDIS_ID_BASE, RedisOptions, RedisStore, client, is_redis_id};
 
 /// Everything a serving process needs to run shops in their modes.
 #[derive(Debug, Clone)]
@@ -39,11 +39,19 @@ impl Migration {
     /// Wraps the SQL store of `db` in a [`ModeRouter`]: reads the mode rules
     /// (failing if they cannot be read), starts the poller that follows them,
     /// and the shadow mirror. Redis is connected lazily, so a Redis outage at
-    /// start does not stop `sql` shops.
+    /// start does not stop `sql` shops; a Redis whose TLS certificate does
+    /// not verify does (that is configuration, not an outage).
     pub async fn build(db: &holdfast_sql::Database, redis: RedisOptions, shadow: ShadowConfig) -> Result<Self, Error> {
+        let redis = RedisStore::new(redis, db.legacy.clone())?;
+        if let Err(Error::Unavailable(msg)) = redis.ping().await
+            && (msg.contains("certificate") || msg.contains("UnknownIssuer") || msg.contains("NotValidForName"))
+        {
+            return Err(Error::Unavailable(format!(
+                "{msg} (the Redis server's certificate did not verify: check the URL's sslrootcert)"
+            )));
+        }
         let control = ModeControl::load(db.modes.clone()).await?;
         control.spawn_poller();
-        let redis = RedisStore::new(redis, db.legacy.clone())?;
         let router = Arc::new(ModeRouter::new(db.store.clone(), redis.clone(), control.clone(), shadow));
         Ok(Self { router, control, redis })
     }

@@ -66,6 +66,44 @@ impl RedisOptions {
     }
 }
 
+/// A Redis client for `url`: `redis://[:password@]host:port[/db]`, or
+/// `rediss://…` for TLS, verified against the system's roots or against
+/// `?sslrootcert=FILE` (PEM); `&sslcert=FILE&sslkey=FILE` add a client
+/// certificate. The same names as in a PostgreSQL URL; holdfast reads them
+/// and passes the rest of the URL to the Redis client.
+pub fn client(url: &str) -> Result<redis::Client, Error> {
+    let invalid = |msg: String| Error::Invalid(holdfast_core::Invalid::new("redis_url", msg));
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let (mut root, mut cert, mut key, mut rest) = (None, None, None, Vec::new());
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("sslrootcert", v)) => root = Some(v),
+            Some(("sslcert", v)) => cert = Some(v),
+            Some(("sslkey", v)) => key = Some(v),
+            _ => rest.push(pair),
+        }
+    }
+    let base = if rest.is_empty() { base.to_string() } else { format!("{base}?{}", rest.join("&")) };
+    // redis-rs names the URL in none of its parse errors; keep it that way (it may hold a password).
+    let bad = |e: redis::RedisError| invalid(format!("not a Redis URL: {}", e.detail().unwrap_or("unparseable")));
+    if root.is_none() && cert.is_none() && key.is_none() {
+        return redis::Client::open(base.as_str()).map_err(bad);
+    }
+    if !base.starts_with("rediss://") {
+        return Err(invalid("sslrootcert, sslcert and sslkey need a rediss:// URL".into()));
+    }
+    let read = |what: &str, path: &str| {
+        std::fs::read(path).map_err(|e| invalid(format!("cannot read {what} {path}: {e}")))
+    };
+    let client_tls = match (cert, key) {
+        (Some(c), Some(k)) => Some(redis::ClientTlsConfig { client_cert: read("sslcert", c)?, client_key: read("sslkey", k)? }),
+        (None, None) => None,
+        _ => return Err(invalid("sslcert and sslkey go together".into())),
+    };
+    let root_cert = root.map(|r| read("sslrootcert", r)).transpose()?;
+    redis::Client::build_with_tls(base.as_str(), redis::TlsCertificates { client_tls, root_cert }).map_err(bad)
+}
+
 /// Which write of a legacy claim goes first (the `fault-injection` feature;
 /// without it, always the legacy design's order).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -213,8 +251,7 @@ impl RedisStore {
     /// lazily: a Redis that is down does not stop the process from starting;
     /// each operation then fails as `unavailable` until Redis is back.
     pub fn new(opts: RedisOptions, db: Arc<dyn LegacyLedger>) -> Result<Arc<Self>, Error> {
-        let client = redis::Client::open(opts.url.as_str())
-            .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("redis_url", e.to_string())))?;
+        let client = client(&opts.url)?;
         Ok(Arc::new_cyclic(|me| Self {
             client,
             conn: tokio::sync::Mutex::new(None),

@@ -167,6 +167,8 @@ async fn envelope(req: Request, next: Next) -> Response {
 #[derive(Debug)]
 pub struct Application {
     listener: TcpListener,
+    /// HTTPS, when `tls_cert` and `tls_key` are set.
+    tls: Option<crate::tls::TlsFiles>,
     state: AppState,
 }
 
@@ -179,6 +181,7 @@ impl Application {
         let mut opts = ConnectOptions::new(&url);
         opts.max_connections = settings.max_connections;
         opts.acquire_timeout = Duration::from_millis(settings.acquire_timeout_ms);
+        (opts.max_lifetime, opts.idle_timeout) = settings.lifetimes;
         opts.store = StoreConfig {
             pool_cap: settings.pool_cap,
             coalesce: settings.coalesce,
@@ -196,6 +199,10 @@ impl Application {
             );
             eprintln!("WARNING: holdfast serve --insecure-no-auth: authentication is OFF; every caller is admin.");
         }
+        let tls = match (&settings.tls_cert, &settings.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::tls::TlsFiles::load(cert, key)?),
+            _ => None,
+        };
         let listener =
             TcpListener::bind(settings.listen).await.with_context(|| format!("binding {}", settings.listen))?;
         let auth = Authenticator::new(
@@ -209,7 +216,7 @@ impl Application {
                 redis.prefix = settings.redis_prefix.clone();
                 let m = holdfast_redis::Migration::build(&db, redis, holdfast_redis::ShadowConfig::default())
                     .await
-                    .context("setting up the Redis migration modes")?;
+                    .with_context(|| format!("setting up the Redis migration modes ({})", redact(redis_url)))?;
                 Some(m)
             }
             None => None,
@@ -223,7 +230,7 @@ impl Application {
             metrics: crate::metrics::handle(),
             settings: Arc::new(settings),
         };
-        Ok(Self { listener, state })
+        Ok(Self { listener, tls, state })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -247,16 +254,25 @@ impl Application {
         let settings = self.state.settings.clone();
         tracing::info!(
             listen = %self.local_addr(),
+            scheme = if self.tls.is_some() { "https" } else { "http" },
             backend = self.state.store.backend().name(),
             sweep_interval_ms = settings.sweep_interval_ms,
             "holdfast serving"
         );
         let app = router(self.state);
-        let served = axum::serve(self.listener, app).with_graceful_shutdown(async move {
+        let shutdown = async move {
             shutdown.await;
             tracing::info!("shutting down: no new connections; finishing requests in flight");
-        });
-        let outcome = served.await.context("serving");
+        };
+        let outcome = match self.tls {
+            Some(files) => {
+                files.reload_on_sighup();
+                let listener = crate::tls::TlsListener::new(self.listener, files).context("serving HTTPS")?;
+                axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+            }
+            None => axum::serve(self.listener, app).with_graceful_shutdown(shutdown).await,
+        }
+        .context("serving");
         let _ = stop.send(true);
         if let Some(task) = sweeper {
             let _ = task.await;

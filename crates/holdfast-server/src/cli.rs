@@ -52,8 +52,18 @@ pub struct ServeArgs {
     pub no_migrate: bool,
     /// Redis of the legacy counter model: serve every shop in its migration
     /// mode and enable /admin/modes and /admin/kill-switch.
-    #[arg(long, env = "HOLDFAST_REDIS_URL", value_name = "URL")]
+    #[arg(long, env = "HOLDFAST_REDIS_URL", value_name = "URL", hide_env_values = true)]
     pub redis_url: Option<String>,
+    /// A file holding the Redis URL (a mounted secret), instead of --redis-url.
+    #[arg(long, env = "HOLDFAST_REDIS_URL_FILE", value_name = "FILE", conflicts_with = "redis_url")]
+    pub redis_url_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, leaf first); needs
+    /// --tls-key. Read again on SIGHUP, so a renewal needs no restart.
+    #[arg(long, env = "HOLDFAST_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "HOLDFAST_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Prefix of every Redis key [default: hf:].
     #[arg(long, env = "HOLDFAST_REDIS_PREFIX", value_name = "PREFIX")]
     pub redis_prefix: Option<String>,
@@ -69,6 +79,8 @@ pub struct DbFlags {
     /// `None`: as the configuration file says (default on).
     pub coalesce: Option<bool>,
     pub coalesce_max_batch: Option<u32>,
+    /// The pool's connection lifetime and idle timeout (`None`: for ever).
+    pub lifetimes: (Option<std::time::Duration>, Option<std::time::Duration>),
 }
 
 impl ServeArgs {
@@ -80,7 +92,9 @@ impl ServeArgs {
         };
         if db.database_url.is_some() {
             s.database_url = db.database_url.clone();
+            s.database_url_file = None;
         }
+        s.lifetimes = db.lifetimes;
         s.max_connections = db.max_connections;
         s.pool_cap = db.pool_cap;
         if let Some(on) = db.coalesce {
@@ -96,6 +110,15 @@ impl ServeArgs {
         overlay!(body_limit_bytes, auth_cache_ms);
         if self.redis_url.is_some() {
             s.redis_url = self.redis_url.clone();
+            s.redis_url_file = None;
+        }
+        if self.redis_url_file.is_some() {
+            s.redis_url_file = self.redis_url_file.clone();
+            s.redis_url = None;
+        }
+        if self.tls_cert.is_some() {
+            s.tls_cert = self.tls_cert.clone();
+            s.tls_key = self.tls_key.clone();
         }
         if let Some(p) = &self.redis_prefix {
             s.redis_prefix = p.clone();
@@ -105,6 +128,7 @@ impl ServeArgs {
             s.migrate = false;
         }
         s.validate()?;
+        s.resolve_files()?;
         Ok(s)
     }
 }
@@ -237,6 +261,9 @@ pub enum TokenCommand {
         /// The token also reaches /admin.
         #[arg(long)]
         admin: bool,
+        /// Write the token to this new file (mode 0600) instead of printing it.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
         #[arg(long)]
         json: bool,
     },
@@ -252,6 +279,15 @@ pub enum TokenCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// A new file only its owner can read; an existing file is left alone.
+fn secret_file(path: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o600);
+    open.open(path).with_context(|| format!("creating {} (it must not exist yet)", path.display()))
 }
 
 /// `holdfast token …`.
@@ -293,7 +329,30 @@ async fn token_inner(cmd: TokenCommand, db: DbFlags) -> anyhow::Result<ExitCode>
     }
     let tokens = database.tokens;
     match cmd {
-        TokenCommand::Create { shops, admin, json } => {
+        TokenCommand::Create { shops, admin, out: Some(path), json } => {
+            let new = auth::mint(shops, admin);
+            // The file first: a token stored but written nowhere would be a
+            // live credential nobody holds.
+            let mut file = secret_file(&path)?;
+            let stored = tokens.insert_token(&new.record).await.context("storing the token");
+            let written = stored.and_then(|()| {
+                use std::io::Write;
+                writeln!(file, "{}", new.text).and_then(|()| file.sync_all()).context("writing the token")
+            });
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+            if json {
+                println!(
+                    "{}",
+                    json!({ "file": path, "id": new.record.id, "shops": new.record.shops, "admin": admin })
+                );
+            } else {
+                eprintln!("token {} created; written to {} (mode 0600).", new.record.id, path.display());
+            }
+        }
+        TokenCommand::Create { shops, admin, out: None, json } => {
             let new = auth::mint(shops, admin);
             tokens.insert_token(&new.record).await.context("storing the token")?;
             if json {

@@ -16,6 +16,7 @@ pub mod routes;
 pub mod settings;
 pub mod state;
 pub mod sweeper;
+pub mod tls;
 
 pub use app::{Application, router, shutdown_signal};
 pub use settings::{LogFormat, Settings};

@@ -3,7 +3,7 @@
 //! clap merges; see `cli.rs`): the later wins.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -27,6 +27,13 @@ pub struct Settings {
     pub listen: SocketAddr,
     /// `None`: the embedded SQLite file (`holdfast_sql::default_database_url`).
     pub database_url: Option<String>,
+    /// A file holding the database URL (a mounted secret); read at start-up
+    /// into `database_url`.
+    pub database_url_file: Option<PathBuf>,
+    /// Set by the CLI's global `--db-max-lifetime` / `--db-idle-timeout`
+    /// (not TOML keys): how long a connection lives, and stays idle.
+    #[serde(skip)]
+    pub lifetimes: (Option<Duration>, Option<Duration>),
     /// Set by the CLI's global `--max-connections` (not a TOML key).
     #[serde(skip)]
     pub max_connections: u32,
@@ -55,9 +62,15 @@ pub struct Settings {
     /// served in its mode (`redis`, `shadow`, `sql-primary`, `sql`) and
     /// `/admin/modes` and `/admin/kill-switch` are available.
     pub redis_url: Option<String>,
+    /// A file holding the Redis URL; read at start-up into `redis_url`.
+    pub redis_url_file: Option<PathBuf>,
     /// Prepended to every Redis key, so several deployments (or tests) can
     /// share one Redis.
     pub redis_prefix: String,
+    /// HTTPS: the certificate chain (PEM, leaf first) and its private key
+    /// (PEM). Both or neither; read again on SIGHUP.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     /// Request coalescing: concurrent reserves, claims and releases of one
     /// shop go to the database in batches (`--no-coalesce` turns it off).
     pub coalesce: bool,
@@ -70,6 +83,8 @@ impl Default for Settings {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
             database_url: None,
+            database_url_file: None,
+            lifetimes: (Some(holdfast_sql::DEFAULT_MAX_LIFETIME), Some(holdfast_sql::DEFAULT_IDLE_TIMEOUT)),
             max_connections: 32,
             acquire_timeout_ms: 2_000,
             pool_cap: 1_000,
@@ -83,7 +98,10 @@ impl Default for Settings {
             migrate: true,
             log_format: LogFormat::Text,
             redis_url: None,
+            redis_url_file: None,
             redis_prefix: "hf:".into(),
+            tls_cert: None,
+            tls_key: None,
             coalesce: true,
             coalesce_max_batch: 64,
         }
@@ -95,6 +113,17 @@ impl Settings {
     pub fn from_toml_file(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    /// Reads `database_url_file` and `redis_url_file` into their URLs.
+    pub fn resolve_files(&mut self) -> anyhow::Result<()> {
+        if let Some(path) = self.database_url_file.take() {
+            self.database_url = Some(holdfast_sql::read_url_file(&path, "database_url_file")?);
+        }
+        if let Some(path) = self.redis_url_file.take() {
+            self.redis_url = Some(holdfast_sql::read_url_file(&path, "redis_url_file")?);
+        }
+        Ok(())
     }
 
     pub fn database_url(&self) -> String {
@@ -117,6 +146,15 @@ impl Settings {
         anyhow::ensure!(self.body_limit_bytes >= 1024, "body_limit_bytes must be at least 1024");
         anyhow::ensure!((1..=100_000).contains(&self.sweep_batch), "sweep_batch must be 1…100000");
         anyhow::ensure!((1..=1_000).contains(&self.coalesce_max_batch), "coalesce_max_batch must be 1…1000");
+        anyhow::ensure!(self.tls_cert.is_some() == self.tls_key.is_some(), "tls_cert and tls_key go together");
+        anyhow::ensure!(
+            self.database_url.is_none() || self.database_url_file.is_none(),
+            "give database_url or database_url_file, not both"
+        );
+        anyhow::ensure!(
+            self.redis_url.is_none() || self.redis_url_file.is_none(),
+            "give redis_url or redis_url_file, not both"
+        );
         Ok(())
     }
 }

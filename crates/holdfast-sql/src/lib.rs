@@ -39,8 +39,19 @@ pub struct ConnectOptions {
     pub max_connections: u32,
     /// How long a caller waits for a free connection before `unavailable`.
     pub acquire_timeout: Duration,
+    /// A connection older than this is closed when it is next returned to
+    /// the pool, so a primary that moved behind a DNS name (a failover) is
+    /// reached by the connections opened after it; `None`: kept for ever.
+    pub max_lifetime: Option<Duration>,
+    /// An idle connection is closed after this long; `None`: never.
+    pub idle_timeout: Option<Duration>,
     pub store: StoreConfig,
 }
+
+/// How long a connection lives by default: sqlx's default, 30 minutes.
+pub const DEFAULT_MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
+/// How long an idle connection is kept by default: sqlx's default, 10 minutes.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 impl ConnectOptions {
     pub fn new(url: impl Into<String>) -> Self {
@@ -48,6 +59,8 @@ impl ConnectOptions {
             url: url.into(),
             max_connections: 32,
             acquire_timeout: Duration::from_secs(5),
+            max_lifetime: Some(DEFAULT_MAX_LIFETIME),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             store: StoreConfig::default(),
         }
     }
@@ -157,9 +170,11 @@ pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(opts.max_connections)
                 .acquire_timeout(opts.acquire_timeout)
+                .max_lifetime(opts.max_lifetime)
+                .idle_timeout(opts.idle_timeout)
                 .connect_with(connect)
                 .await
-                .map_err(|e| Error::Unavailable(format!("cannot connect to PostgreSQL: {e}")))?;
+                .map_err(|e| cannot_connect("PostgreSQL", &e))?;
             Ok(Database::new::<postgres::Pg>(pool, opts.store.clone()))
         }
         "mysql" | "mariadb" => {
@@ -168,12 +183,17 @@ pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
                 Some(rest) => format!("mysql:{rest}"),
                 None => opts.url.clone(),
             };
+            let connect = url
+                .parse::<sqlx::mysql::MySqlConnectOptions>()
+                .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("database_url", e.to_string())))?;
             let pool = sqlx::mysql::MySqlPoolOptions::new()
                 .max_connections(opts.max_connections)
                 .acquire_timeout(opts.acquire_timeout)
-                .connect(&url)
+                .max_lifetime(opts.max_lifetime)
+                .idle_timeout(opts.idle_timeout)
+                .connect_with(connect)
                 .await
-                .map_err(|e| Error::Unavailable(format!("cannot connect to MySQL/MariaDB: {e}")))?;
+                .map_err(|e| cannot_connect("MySQL/MariaDB", &e))?;
             Ok(Database::new::<mysql::My>(pool, opts.store.clone()))
         }
         "sqlite" => {
@@ -185,6 +205,33 @@ pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
             format!("unsupported scheme {other:?}; use postgres://, mysql://, mariadb:// or sqlite://"),
         ))),
     }
+}
+
+/// A URL kept in a file (`--database-url-file`, `--redis-url-file`): the
+/// way container platforms hand a process a secret, so that its password is
+/// not on a command line or in the environment. Surrounding whitespace (the
+/// file's final newline) is dropped; `field` names the setting in errors.
+pub fn read_url_file(path: &std::path::Path, field: &str) -> Result<String, Error> {
+    let invalid = |msg: String| Error::Invalid(holdfast_core::Invalid::new(field, msg));
+    let text = std::fs::read_to_string(path).map_err(|e| invalid(format!("cannot read {}: {e}", path.display())))?;
+    let url = text.trim();
+    if url.is_empty() || url.contains('\n') {
+        return Err(invalid(format!("{} must hold one URL on one line", path.display())));
+    }
+    Ok(url.to_string())
+}
+
+/// The first connection failed: `unavailable`, with the reason, and for a
+/// certificate that did not verify, what to check.
+fn cannot_connect(server: &str, e: &sqlx::Error) -> Error {
+    let msg = e.to_string();
+    let hint = if msg.contains("certificate") || msg.contains("UnknownIssuer") || msg.contains("NotValidForName") {
+        " (the server's certificate did not verify: check sslrootcert / ssl-ca names the CA that signed it, \
+         and that the URL's host is a name the certificate was issued for)"
+    } else {
+        ""
+    };
+    Error::Unavailable(format!("cannot connect to {server}: {msg}{hint}"))
 }
 
 /// The database every command uses when given no URL: the SQLite file

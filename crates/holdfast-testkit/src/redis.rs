@@ -33,7 +33,7 @@ impl RedisPrefix {
 
 impl Drop for RedisPrefix {
     fn drop(&mut self) {
-        let Ok(client) = redis::Client::open(self.url.as_str()) else { return };
+        let Ok(client) = holdfast_redis::client(&self.url) else { return };
         let Ok(mut c) = client.get_connection_with_timeout(Duration::from_secs(2)) else { return };
         let mut cursor: u64 = 0;
         loop {

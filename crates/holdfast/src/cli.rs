@@ -17,8 +17,18 @@ pub struct Cli {
 #[derive(Debug, Clone, Args)]
 pub struct DbArgs {
     /// postgres://…, mysql://… or sqlite://FILE. Default: the per-user SQLite file.
-    #[arg(long, global = true, env = "HOLDFAST_DATABASE_URL")]
+    #[arg(long, global = true, env = "HOLDFAST_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// A file holding the database URL (a mounted secret), instead of --database-url.
+    #[arg(long, global = true, env = "HOLDFAST_DATABASE_URL_FILE", value_name = "FILE", conflicts_with = "database_url")]
+    pub database_url_file: Option<std::path::PathBuf>,
+    /// Seconds a database connection is used before it is replaced (0: for
+    /// ever) [default: 1800]. Lower it (300) behind a DNS name that moves on failover.
+    #[arg(long, global = true, env = "HOLDFAST_DB_MAX_LIFETIME", value_name = "SECS")]
+    pub db_max_lifetime: Option<u64>,
+    /// Seconds an idle database connection is kept (0: for ever) [default: 600].
+    #[arg(long, global = true, env = "HOLDFAST_DB_IDLE_TIMEOUT", value_name = "SECS")]
+    pub db_idle_timeout: Option<u64>,
     /// Unit rows kept per (shop, item, location) in the pool.
     #[arg(long, global = true, env = "HOLDFAST_POOL_CAP", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub pool_cap: u32,
@@ -43,6 +53,28 @@ pub struct DbArgs {
 }
 
 impl DbArgs {
+    /// Reads `--database-url-file` into `database_url`.
+    pub fn resolve_files(&mut self) -> Result<(), holdfast_core::Error> {
+        if let Some(path) = &self.database_url_file {
+            self.database_url = Some(holdfast_sql::read_url_file(path, "database_url_file")?);
+        }
+        Ok(())
+    }
+
+    /// `(max_lifetime, idle_timeout)` for the pool: the defaults, or what the
+    /// flags say (0: never).
+    pub fn lifetimes(&self) -> (Option<std::time::Duration>, Option<std::time::Duration>) {
+        let pick = |flag: Option<u64>, default| match flag {
+            None => Some(default),
+            Some(0) => None,
+            Some(s) => Some(std::time::Duration::from_secs(s)),
+        };
+        (
+            pick(self.db_max_lifetime, holdfast_sql::DEFAULT_MAX_LIFETIME),
+            pick(self.db_idle_timeout, holdfast_sql::DEFAULT_IDLE_TIMEOUT),
+        )
+    }
+
     /// Whether coalescing was set on the command line or in the
     /// environment (`None`: the default, or `serve`'s configuration file).
     pub fn coalescing(&self) -> Option<bool> {

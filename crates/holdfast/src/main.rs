@@ -19,7 +19,11 @@ use crate::cli::{Cli, Command, DbArgs, StockCommand};
 use crate::output::Printer;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if let Err(error) = cli.db.resolve_files() {
+        Printer { json: false }.error(&error);
+        return ExitCode::from(error.exit_code() as u8);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let outcome = runtime.block_on(async {
         match cli.db.conn_tag.clone() {
@@ -63,6 +67,7 @@ async fn open_database(db: &DbArgs, url: Option<String>) -> Result<holdfast_sql:
     let url = url.or_else(|| db.database_url.clone()).unwrap_or_else(holdfast_sql::default_database_url);
     let mut opts = ConnectOptions::new(&url);
     opts.max_connections = db.max_connections;
+    (opts.max_lifetime, opts.idle_timeout) = db.lifetimes();
     opts.store = db.store_config();
     let database = holdfast_sql::open(&opts).await?;
     if url.starts_with("sqlite:") {
@@ -78,6 +83,7 @@ fn db_flags(db: &DbArgs) -> holdfast_server::cli::DbFlags {
         pool_cap: db.pool_cap,
         coalesce: db.coalescing(),
         coalesce_max_batch: db.coalesce_max_batch,
+        lifetimes: db.lifetimes(),
     }
 }
 
