@@ -151,15 +151,25 @@ ensure_postgres_tls() {
   [ -n "${HOLDFAST_TEST_POSTGRES_URL:-}" ] && return 0
   local dir=$HOLDFAST_TEST_TLS_DIR
   pg_tls_ok() { psql "host=127.0.0.1 user=postgres dbname=postgres sslmode=verify-full sslrootcert=$dir/ca.pem" -Atc 'SELECT 1' >/dev/null 2>&1; }
-  if pg_tls_ok; then log "PostgreSQL TLS: up"; return 0; fi
+  # holdfast_tls: a superuser that pg_hba lets in over TLS only, so a test
+  # connecting as it proves every connection of its pool is encrypted.
+  pg_tls_only() {
+    pg_tls_ok && psql "host=127.0.0.1 user=holdfast_tls dbname=postgres sslmode=verify-full sslrootcert=$dir/ca.pem" -Atc 'SELECT 1' >/dev/null 2>&1 \
+      && ! psql "host=127.0.0.1 user=holdfast_tls dbname=postgres sslmode=disable" -Atc 'SELECT 1' >/dev/null 2>&1
+  }
+  if pg_tls_only; then log "PostgreSQL TLS: up"; return 0; fi
   is_root || { log "PostgreSQL TLS: not configured with the test CA, and configuring it needs root"; return 1; }
-  log "PostgreSQL TLS: serving the test CA's certificate"
+  log "PostgreSQL TLS: serving the test CA's certificate; user holdfast_tls over TLS only"
+  local ver; ver=$(ls /etc/postgresql | sort -V | tail -n1)
+  local hba="/etc/postgresql/$ver/main/pg_hba.conf"
+  grep -q holdfast_tls "$hba" || sed -i '1i hostssl all holdfast_tls 127.0.0.1/32 trust\nhost all holdfast_tls 127.0.0.1/32 reject\nhost all holdfast_tls ::1/128 reject' "$hba"
   psql "postgres://postgres@127.0.0.1:5432/postgres" -q \
+    -c "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'holdfast_tls') THEN CREATE ROLE holdfast_tls LOGIN SUPERUSER; END IF; END \$\$" \
     -c "ALTER SYSTEM SET ssl = on" \
     -c "ALTER SYSTEM SET ssl_cert_file = '$dir/server.pem'" \
     -c "ALTER SYSTEM SET ssl_key_file = '$dir/postgres/server.key'" \
     -c "SELECT pg_reload_conf()" >/dev/null
-  wait_for 10 pg_tls_ok || { log "PostgreSQL TLS did not come up"; return 1; }
+  wait_for 10 pg_tls_only || { log "PostgreSQL TLS did not come up"; return 1; }
   log "PostgreSQL TLS: up"
 }
 
@@ -170,7 +180,13 @@ ensure_mysql_tls() {
   [ -n "${HOLDFAST_TEST_MYSQL_URL:-}" ] && return 0
   local dir=$HOLDFAST_TEST_TLS_DIR
   my_tls_ok() { mariadb -h 127.0.0.1 -P 3306 -u root --ssl --ssl-ca="$dir/ca.pem" --ssl-verify-server-cert -e 'SELECT 1' >/dev/null 2>&1; }
-  if my_tls_ok; then log "MariaDB TLS: up"; return 0; fi
+  # holdfast_tls: a user the server lets in over TLS only (REQUIRE SSL).
+  my_tls_only() {
+    mariadb -h 127.0.0.1 -P 3306 -u root -e "CREATE USER IF NOT EXISTS 'holdfast_tls'@'%' REQUIRE SSL; GRANT ALL ON *.* TO 'holdfast_tls'@'%'" >/dev/null 2>&1 \
+      && mariadb -h 127.0.0.1 -P 3306 -u holdfast_tls --ssl --ssl-ca="$dir/ca.pem" --ssl-verify-server-cert -e 'SELECT 1' >/dev/null 2>&1 \
+      && ! mariadb -h 127.0.0.1 -P 3306 -u holdfast_tls --skip-ssl -e 'SELECT 1' >/dev/null 2>&1
+  }
+  if my_tls_ok && my_tls_only; then log "MariaDB TLS: up"; return 0; fi
   is_root || { log "MariaDB TLS: not configured with the test CA, and configuring it needs root"; return 1; }
   log "MariaDB TLS: configuring the test certificates and restarting"
   printf '[mysqld]\nssl_ca = %s\nssl_cert = %s\nssl_key = %s\n' \
@@ -179,7 +195,7 @@ ensure_mysql_tls() {
   mariadb-admin -h 127.0.0.1 -u root shutdown || true
   for _ in $(seq 100); do pgrep -x mariadbd >/dev/null || pgrep -x mysqld >/dev/null || break; sleep 0.1; done
   ensure_mysql
-  wait_for 10 my_tls_ok || { log "MariaDB TLS did not come up"; return 1; }
+  wait_for 10 my_tls_ok && my_tls_only || { log "MariaDB TLS did not come up"; return 1; }
   log "MariaDB TLS: up"
 }
 

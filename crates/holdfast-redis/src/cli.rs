@@ -13,7 +13,13 @@ use crate::store::{RedisOptions, RedisStore};
 #[derive(Debug, clap::Args)]
 pub struct ModeArgs {
     /// The legacy Redis (reconcile only).
-    #[arg(long, global = true, env = "HOLDFAST_REDIS_URL", default_value = "redis://127.0.0.1:6379", hide_env_values = true)]
+    #[arg(
+        long,
+        global = true,
+        env = "HOLDFAST_REDIS_URL",
+        default_value = "redis://127.0.0.1:6379",
+        hide_env_values = true
+    )]
     pub redis_url: String,
     /// A file holding the Redis URL (a mounted secret), instead of --redis-url.
     #[arg(long, global = true, env = "HOLDFAST_REDIS_URL_FILE", value_name = "FILE")]

@@ -92,11 +92,12 @@ pub fn client(url: &str) -> Result<redis::Client, Error> {
     if !base.starts_with("rediss://") {
         return Err(invalid("sslrootcert, sslcert and sslkey need a rediss:// URL".into()));
     }
-    let read = |what: &str, path: &str| {
-        std::fs::read(path).map_err(|e| invalid(format!("cannot read {what} {path}: {e}")))
-    };
+    let read =
+        |what: &str, path: &str| std::fs::read(path).map_err(|e| invalid(format!("cannot read {what} {path}: {e}")));
     let client_tls = match (cert, key) {
-        (Some(c), Some(k)) => Some(redis::ClientTlsConfig { client_cert: read("sslcert", c)?, client_key: read("sslkey", k)? }),
+        (Some(c), Some(k)) => {
+            Some(redis::ClientTlsConfig { client_cert: read("sslcert", c)?, client_key: read("sslkey", k)? })
+        }
         (None, None) => None,
         _ => return Err(invalid("sslcert and sslkey go together".into())),
     };

@@ -344,10 +344,7 @@ async fn token_inner(cmd: TokenCommand, db: DbFlags) -> anyhow::Result<ExitCode>
                 return Err(e);
             }
             if json {
-                println!(
-                    "{}",
-                    json!({ "file": path, "id": new.record.id, "shops": new.record.shops, "admin": admin })
-                );
+                println!("{}", json!({ "file": path, "id": new.record.id, "shops": new.record.shops, "admin": admin }));
             } else {
                 eprintln!("token {} created; written to {} (mode 0600).", new.record.id, path.display());
             }

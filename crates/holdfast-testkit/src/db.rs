@@ -64,6 +64,17 @@ impl TestDb {
     }
 
     pub async fn with_config(backend: Backend, cfg: StoreConfig) -> Self {
+        Self::create(backend, cfg, false).await
+    }
+
+    /// Like [`TestDb::with_config`], the store connecting over TLS only
+    /// (`crate::over_tls`): every connection of its pool verifies the
+    /// server against the test CA. `url` is that TLS URL.
+    pub async fn over_tls(backend: Backend, cfg: StoreConfig) -> Self {
+        Self::create(backend, cfg, true).await
+    }
+
+    async fn create(backend: Backend, cfg: StoreConfig, tls: bool) -> Self {
         let name = unique_name("hf_test");
         let url = match backend {
             Backend::Postgres | Backend::MySql => {
@@ -77,6 +88,7 @@ impl TestDb {
                 format!("sqlite://{}", dir.join("holdfast.db").display())
             }
         };
+        let url = if tls { crate::over_tls(backend, &url, "ca.pem") } else { url };
         // From here on, the database is dropped however this ends.
         let drop = DropDatabase { backend, name };
         let mut opts = ConnectOptions::new(&url);

@@ -24,12 +24,14 @@ mod names;
 mod redis;
 mod statement_log;
 mod subject;
+mod tls;
 
 pub use db::{TestDb, server_url, with_database, with_db};
 pub use names::*;
 pub use redis::{OwnRedis, RedisPrefix, shared_redis_url};
 pub use statement_log::{StatementLog, assert_all_tagged, statement_tag};
 pub use subject::{Decider, Subject, TestStore, with_subject};
+pub use tls::{TLS_ONLY_USER, over_tls, redis_tls_url, tls_dir, tls_file};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;

@@ -22,6 +22,11 @@ pub enum Subject {
     /// The mode router over holdfast on this backend and the legacy store,
     /// every shop in this mode.
     Router(Mode, Backend),
+    /// holdfast on one SQL dialect, every connection over TLS verified
+    /// against the test CA (as a user the server lets in over TLS only).
+    SqlTls(Backend),
+    /// The legacy store on the TLS Redis (`rediss://`), its ledger over TLS.
+    LegacyTls(Backend),
 }
 
 impl Subject {
@@ -31,16 +36,21 @@ impl Subject {
             Subject::SqlAlone(b) => format!("{} (not coalescing)", b.name()),
             Subject::Legacy(b) => format!("legacy redis ({} ledger)", b.name()),
             Subject::Router(m, b) => format!("router {m} ({})", b.name()),
+            Subject::SqlTls(b) => format!("{} over TLS", b.name()),
+            Subject::LegacyTls(b) => format!("legacy rediss ({} ledger over TLS)", b.name()),
         }
     }
 
     /// Whose books decide: holdfast's pool, or the legacy counters.
     pub fn decider(self) -> Decider {
         match self {
-            Subject::Sql(_) | Subject::SqlAlone(_) | Subject::Router(Mode::SqlPrimary | Mode::Sql, _) => {
-                Decider::Holdfast
+            Subject::Sql(_)
+            | Subject::SqlAlone(_)
+            | Subject::SqlTls(_)
+            | Subject::Router(Mode::SqlPrimary | Mode::Sql, _) => Decider::Holdfast,
+            Subject::Legacy(_) | Subject::LegacyTls(_) | Subject::Router(Mode::Redis | Mode::Shadow, _) => {
+                Decider::Legacy
             }
-            Subject::Legacy(_) | Subject::Router(Mode::Redis | Mode::Shadow, _) => Decider::Legacy,
         }
     }
 }
@@ -80,12 +90,14 @@ impl TestStore {
         let (backend, cfg) = match subject {
             Subject::SqlAlone(b) => (b, StoreConfig { coalesce: false, ..cfg }),
             Subject::Sql(b) | Subject::Legacy(b) | Subject::Router(_, b) => (b, cfg),
+            Subject::SqlTls(b) | Subject::LegacyTls(b) => (b, cfg),
         };
-        let db = TestDb::with_config(backend, cfg).await;
-        if let Subject::Sql(_) | Subject::SqlAlone(_) = subject {
+        let tls = matches!(subject, Subject::SqlTls(_) | Subject::LegacyTls(_));
+        let db = if tls { TestDb::over_tls(backend, cfg).await } else { TestDb::with_config(backend, cfg).await };
+        if let Subject::Sql(_) | Subject::SqlAlone(_) | Subject::SqlTls(_) = subject {
             return TestStore { subject, store: db.store.clone(), router: None, _redis: None, db };
         }
-        let prefix = RedisPrefix::new(&shared_redis_url());
+        let prefix = RedisPrefix::new(&if tls { crate::redis_tls_url() } else { shared_redis_url() });
         let mut opts = RedisOptions::new(&prefix.url);
         opts.prefix = prefix.prefix.clone();
         let legacy = RedisStore::new(opts, db.db.legacy.clone()).expect("redis store");

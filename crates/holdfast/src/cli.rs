@@ -20,7 +20,13 @@ pub struct DbArgs {
     #[arg(long, global = true, env = "HOLDFAST_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// A file holding the database URL (a mounted secret), instead of --database-url.
-    #[arg(long, global = true, env = "HOLDFAST_DATABASE_URL_FILE", value_name = "FILE", conflicts_with = "database_url")]
+    #[arg(
+        long,
+        global = true,
+        env = "HOLDFAST_DATABASE_URL_FILE",
+        value_name = "FILE",
+        conflicts_with = "database_url"
+    )]
     pub database_url_file: Option<std::path::PathBuf>,
     /// Seconds a database connection is used before it is replaced (0: for
     /// ever) [default: 1800]. Lower it (300) behind a DNS name that moves on failover.

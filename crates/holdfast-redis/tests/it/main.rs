@@ -20,6 +20,12 @@ mod legacy_mysql {
     super::conformance_suite!(super::Subject::Legacy(super::Backend::MySql));
 }
 
+/// The legacy store on a Redis that speaks TLS only (`rediss://`, verified
+/// against the test CA), its ledger over TLS too.
+mod legacy_tls {
+    super::conformance_suite!(super::Subject::LegacyTls(super::Backend::Postgres));
+}
+
 mod router_redis {
     super::conformance_suite!(super::Subject::Router(super::Mode::Redis, super::Backend::Postgres));
 }

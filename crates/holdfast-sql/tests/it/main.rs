@@ -30,3 +30,15 @@ on_every_dialect!(Sql);
 mod alone {
     on_every_dialect!(SqlAlone);
 }
+
+/// The same suite with every connection over TLS, verified against the test
+/// CA (`sslmode=verify-full`, `ssl-mode=VERIFY_IDENTITY`), as a user the
+/// servers let in over TLS only.
+mod tls {
+    mod postgres {
+        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlTls(holdfast_core::Backend::Postgres));
+    }
+    mod mysql {
+        holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlTls(holdfast_core::Backend::MySql));
+    }
+}

@@ -3,7 +3,6 @@
 //! about is there, no unit is held twice, and the books balance.
 
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -11,62 +10,7 @@ use holdfast_core::Backend;
 use holdfast_testkit::{TestDb, per_backend};
 use serde_json::{Value, json};
 
-/// A `holdfast serve` child process on `url`, and its address.
-struct Serve {
-    child: Child,
-    base: String,
-}
-
-impl Serve {
-    fn start(url: &str) -> Self {
-        let log = std::env::temp_dir().join(format!("holdfast-serve-{:016x}.log", rand_u64()));
-        let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_holdfast"))
-            .args(["serve", "--insecure-no-auth", "--listen", "127.0.0.1:0", "--log-format", "json"])
-            .args(["--database-url", url, "--sweep-interval-ms", "0"])
-            .stdout(Stdio::from(file.try_clone().unwrap()))
-            .stderr(Stdio::from(file))
-            .spawn()
-            .expect("holdfast serve starts");
-        // Killed and reaped on drop, also when it never comes up.
-        let mut serve = Serve { child, base: String::new() };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            if let Some(addr) = text.lines().find_map(|l| {
-                let v: Value = serde_json::from_str(l).ok()?;
-                (v["fields"]["message"] == "holdfast serving" || v["message"] == "holdfast serving")
-                    .then(|| v["fields"]["listen"].as_str().or(v["listen"].as_str()).map(str::to_string))
-                    .flatten()
-            }) {
-                serve.base = format!("http://{addr}");
-                return serve;
-            }
-            assert!(Instant::now() < deadline, "holdfast serve did not start: {text}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// SIGKILL: no shutdown, no flush, mid-request.
-    fn kill(mut self) {
-        self.child.kill().expect("SIGKILL");
-        self.child.wait().expect("reaped");
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
-    h.finish()
-}
+use crate::serve::Serve;
 
 async fn acknowledged_holds_survive_a_sigkill_mid_batch(b: Backend) {
     let db = TestDb::new(b).await;

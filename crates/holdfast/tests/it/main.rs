@@ -2,3 +2,5 @@
 //! separate process, on a database of its own per test.
 
 mod crash;
+mod serve;
+mod tls;
