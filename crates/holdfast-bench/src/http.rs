@@ -33,7 +33,7 @@ use holdfast_core::ConnHold;
 /// Where and as whom the HTTP target sells.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// `http://HOST:PORT` of a running `holdfast serve`.
+    /// `http://HOST:PORT` (or `https://`) of a running `holdfast serve`.
     pub url: String,
     /// A bearer token; `None` only for a server started with
     /// `--insecure-no-auth`.
@@ -43,23 +43,22 @@ pub struct HttpOptions {
     pub shop: Option<ShopId>,
 }
 
-/// Checks `url` is `http://HOST[:PORT]` with nothing after the authority
-/// but an optional `/`, and answers it without the trailing slash.
+/// Checks `url` is `http://HOST[:PORT]` or `https://HOST[:PORT]` (a serve
+/// with `--tls-cert`, whose certificate the system's roots or
+/// `SSL_CERT_FILE` vouch for) with nothing after the authority but an
+/// optional `/`, and answers it without the trailing slash.
 pub fn base_url(url: &str) -> Result<String, Invalid> {
     let bad = |why: &str| Invalid::new("target", format!("{url:?}: {why}"));
-    if url.starts_with("https://") {
-        return Err(bad(
-            "https is not supported: holdfast serve speaks plain HTTP (put the bench where it reaches the service directly, or behind a local TLS-terminating proxy)",
-        ));
-    }
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Err(bad("the target must be http://HOST:PORT of a running holdfast serve"));
+    let Some((scheme, rest)) =
+        url.strip_prefix("http://").map(|r| ("http", r)).or_else(|| url.strip_prefix("https://").map(|r| ("https", r)))
+    else {
+        return Err(bad("the target must be http://HOST:PORT (or https://) of a running holdfast serve"));
     };
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
         return Err(bad("expected http://HOST:PORT with no path, query or credentials"));
     }
-    Ok(format!("http://{authority}"))
+    Ok(format!("{scheme}://{authority}"))
 }
 
 /// A running `holdfast serve`, one (shop, item, location) of it.
@@ -349,13 +348,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_http_host_port() {
+    fn only_http_or_https_host_port() {
         assert_eq!(base_url("http://127.0.0.1:7878").unwrap(), "http://127.0.0.1:7878");
         assert_eq!(base_url("http://localhost:7878/").unwrap(), "http://localhost:7878");
-        for bad in ["https://x:1", "127.0.0.1:7878", "ftp://x", "http://", "http://x:1/v1", "http://u:p@x:1"] {
+        assert_eq!(base_url("https://localhost:7878/").unwrap(), "https://localhost:7878");
+        for bad in ["127.0.0.1:7878", "ftp://x", "http://", "https://", "http://x:1/v1", "http://u:p@x:1"] {
             let e = base_url(bad).unwrap_err();
             assert_eq!(e.field, "target", "{bad}");
         }
-        assert!(base_url("https://x:1").unwrap_err().to_string().contains("plain HTTP"));
     }
 }

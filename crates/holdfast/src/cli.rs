@@ -531,7 +531,8 @@ pub struct FlashSaleArgs {
     #[arg(long, env = "HOLDFAST_REDIS_URL", default_value = holdfast_bench::bench::DEFAULT_REDIS_URL)]
     pub redis_url: String,
     /// Drive a running `holdfast serve` over HTTP instead of the library:
-    /// http://HOST:PORT (plain HTTP). --database-url, --pool-cap and
+    /// http://HOST:PORT, or https:// for a serve with --tls-cert (trusted
+    /// through the system's roots or SSL_CERT_FILE). --database-url, --pool-cap and
     /// --db-latency do not apply: the server has its own.
     #[arg(long, value_name = "URL")]
     pub target: Option<String>,
