@@ -54,6 +54,14 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// how many. Safe to run from any number of processes at once.
     async fn expire(&self, limit: u32) -> Result<u64>;
 
+    /// One retention pass: deletes up to `limit` finished reservations
+    /// (claimed, released or expired, and folded into the ledger) that last
+    /// changed more than `older_than` ago, with their lines, and returns how
+    /// many. Quantities do not change; a removed reservation's id answers
+    /// `not_found` and its idempotency key is free again. Safe to run from
+    /// any number of processes at once.
+    async fn purge(&self, older_than: std::time::Duration, limit: u32) -> Result<u64>;
+
     /// Sets, adjusts or fulfils the stock of one (item, location).
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel>;
 

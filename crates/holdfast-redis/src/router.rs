@@ -164,6 +164,12 @@ impl Store for ModeRouter {
         if is_redis_id(id) { self.redis.get(shop, id).await } else { self.sql.get(shop, id).await }
     }
 
+    /// Retention runs on the SQL store; the legacy store keeps its records
+    /// as the design it stands for does (see `RedisStore::purge`).
+    async fn purge(&self, older_than: std::time::Duration, limit: u32) -> Result<u64, Error> {
+        self.sql.purge(older_than, limit).await
+    }
+
     /// Sweeps both stores. Each side expires its own holds by its own clock;
     /// a Redis outage does not stop the SQL sweep.
     async fn expire(&self, limit: u32) -> Result<u64, Error> {

@@ -765,6 +765,13 @@ impl Store for RedisStore {
         Ok(n)
     }
 
+    /// The legacy counter model removes nothing: its reservation records and
+    /// idempotency keys stay in Redis until the migration retires it (Redis
+    /// memory, not SQL tables, is what they cost). Nothing is deleted here.
+    async fn purge(&self, _older_than: Duration, _limit: u32) -> Result<u64, Error> {
+        Ok(0)
+    }
+
     /// Stock changes write both systems too: a decrease is taken from the
     /// Redis counter first (guarded: it never takes held or sold units), then
     /// `on_hand` is swapped in SQL; an increase goes the other way round. A

@@ -243,6 +243,7 @@ impl Application {
 
     pub fn sweeper(&self) -> Sweeper {
         Sweeper::new(self.state.store.clone(), self.state.settings.sweep_batch)
+            .with_retention(self.state.settings.retention())
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, finishes the

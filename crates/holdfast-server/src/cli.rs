@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// Holds released per sweep transaction [default: 500].
     #[arg(long, env = "HOLDFAST_SWEEP_BATCH")]
     pub sweep_batch: Option<u32>,
+    /// Seconds finished reservations are kept (and their idempotency keys
+    /// remembered) before the sweeper removes them; 0 keeps them [default: 604800].
+    #[arg(long, env = "HOLDFAST_RETENTION", value_name = "SECONDS")]
+    pub retention: Option<u64>,
     /// Longest a request may take before `503 timeout` [default: 10000].
     #[arg(long, env = "HOLDFAST_REQUEST_TIMEOUT_MS", value_name = "MS")]
     pub request_timeout_ms: Option<u64>,
@@ -107,7 +111,7 @@ impl ServeArgs {
             ($($field:ident),*) => { $(if let Some(v) = self.$field { s.$field = v; })* };
         }
         overlay!(listen, log_format, sweep_interval_ms, sweep_batch, request_timeout_ms, acquire_timeout_ms);
-        overlay!(body_limit_bytes, auth_cache_ms);
+        overlay!(body_limit_bytes, auth_cache_ms, retention);
         if self.redis_url.is_some() {
             s.redis_url = self.redis_url.clone();
             s.redis_url_file = None;

@@ -48,8 +48,13 @@ pub struct Settings {
     pub body_limit_bytes: usize,
     /// Pause between expiry sweeps; 0 turns the sweeper off.
     pub sweep_interval_ms: u64,
-    /// Most holds released per sweep transaction.
+    /// Most holds released (and finished reservations removed) per sweep
+    /// transaction.
     pub sweep_batch: u32,
+    /// Seconds a finished reservation (claimed, released, expired) is kept,
+    /// and its idempotency key remembered, before the sweeper removes it;
+    /// 0 keeps everything.
+    pub retention: u64,
     /// How long a verified token is trusted without reading its row again
     /// (a revocation takes effect within this time); 0 reads it every time.
     pub auth_cache_ms: u64,
@@ -78,6 +83,10 @@ pub struct Settings {
     pub coalesce_max_batch: u32,
 }
 
+/// Seven days: longer than any checkout retries a request, and than the
+/// window support looks up a reservation in.
+pub const DEFAULT_RETENTION_SECS: u64 = 7 * 24 * 3600;
+
 impl Default for Settings {
     fn default() -> Self {
         Self {
@@ -93,6 +102,7 @@ impl Default for Settings {
             body_limit_bytes: 256 * 1024,
             sweep_interval_ms: 1_000,
             sweep_batch: 500,
+            retention: DEFAULT_RETENTION_SECS,
             auth_cache_ms: 5_000,
             insecure_no_auth: false,
             migrate: true,
@@ -132,6 +142,10 @@ impl Settings {
 
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn retention(&self) -> Option<Duration> {
+        (self.retention > 0).then(|| Duration::from_secs(self.retention))
     }
 
     pub fn sweep_interval(&self) -> Option<Duration> {

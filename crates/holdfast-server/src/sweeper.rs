@@ -1,7 +1,8 @@
 //! The expiry sweeper inside `serve`: every interval it releases holds past
-//! their expiry until none is left. The store takes expired reservations with
-//! `FOR UPDATE SKIP LOCKED`, so any number of `serve` processes sweep one
-//! database at once without doing the same work twice.
+//! their expiry until none is left, then removes finished reservations older
+//! than the retention period. The store takes both with `FOR UPDATE SKIP
+//! LOCKED`, so any number of `serve` processes sweep one database at once
+//! without doing the same work twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +15,40 @@ use tokio::sync::watch;
 pub struct Sweeper {
     store: Arc<dyn Store>,
     batch: u32,
+    /// Finished reservations older than this are removed; `None`: kept.
+    retention: Option<Duration>,
 }
+
+/// Most retention transactions per interval: a backlog (retention switched
+/// on over years of history) is worked off over several intervals instead
+/// of delaying the next expiry sweep.
+const PURGES_PER_INTERVAL: u32 = 20;
 
 impl Sweeper {
     pub fn new(store: Arc<dyn Store>, batch: u32) -> Self {
-        Self { store, batch }
+        Self { store, batch, retention: None }
+    }
+
+    /// Removes finished reservations older than `retention` after each sweep.
+    pub fn with_retention(mut self, retention: Option<Duration>) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Retention: up to [`PURGES_PER_INTERVAL`] transactions of one batch
+    /// each, until one finds less than a batch; returns how many were removed.
+    pub async fn purge(&self) -> Result<u64, Error> {
+        let Some(older_than) = self.retention else { return Ok(0) };
+        let mut total = 0;
+        for _ in 0..PURGES_PER_INTERVAL {
+            let n = self.store.purge(older_than, self.batch).await?;
+            counter!("holdfast_retention_purged_total").increment(n);
+            total += n;
+            if n < self.batch as u64 {
+                break;
+            }
+        }
+        Ok(total)
     }
 
     /// One unit of work: releases up to one batch of expired holds and
@@ -59,6 +89,14 @@ impl Sweeper {
                 Err(e) => {
                     counter!("holdfast_sweeper_errors_total").increment(1);
                     tracing::warn!(error = %e, code = e.code(), "sweep failed; next interval retries");
+                }
+            }
+            match self.purge().await {
+                Ok(0) => {}
+                Ok(n) => tracing::debug!(purged = n, "retention removed finished reservations"),
+                Err(e) => {
+                    counter!("holdfast_sweeper_errors_total").increment(1);
+                    tracing::warn!(error = %e, code = e.code(), "retention failed; next interval retries");
                 }
             }
         }

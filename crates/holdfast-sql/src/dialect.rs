@@ -412,6 +412,16 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     /// shop, skipping those another sweeper holds.
     fn sweep(c: &mut Conn<Self>, limit: u32) -> impl Future<Output = sqlx::Result<u64>> + Send;
 
+    /// Retention's unit of work: deletes up to `limit` finished reservations
+    /// (claimed, released or expired, every line folded into the ledger)
+    /// that last changed more than `older_than` ago, with their lines,
+    /// skipping those another transaction holds; returns how many.
+    fn purge(
+        c: &mut Conn<Self>,
+        older_than: std::time::Duration,
+        limit: u32,
+    ) -> impl Future<Output = sqlx::Result<u64>> + Send;
+
     /// Under the lock of ledger row `at`: marks the claimed and released
     /// units of its (item, location) as accounted on it and returns their sums.
     fn fold(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> impl Future<Output = sqlx::Result<Folded>> + Send;

@@ -230,6 +230,10 @@ pub struct ExpireArgs {
     /// Most holds released by this sweep.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub limit: u32,
+    /// Also remove every finished reservation (claimed, released, expired)
+    /// older than SECONDS, with its lines, in transactions of --limit each.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub retention: Option<u64>,
     #[arg(long)]
     pub json: bool,
 }

@@ -141,7 +141,21 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Expire(a) => {
             let store = open(&db, None).await.or_fail(a.json)?;
             let n = store.expire(a.limit).await.or_fail(a.json)?;
-            Printer { json: a.json }.expired(n);
+            let purged = match a.retention {
+                None => None,
+                Some(secs) => {
+                    let older_than = std::time::Duration::from_secs(secs);
+                    let mut total = 0;
+                    loop {
+                        let n = store.purge(older_than, a.limit).await.or_fail(a.json)?;
+                        total += n;
+                        if n < a.limit as u64 {
+                            break Some(total);
+                        }
+                    }
+                }
+            };
+            Printer { json: a.json }.expired(n, purged);
         }
         Command::Levels(a) => {
             let store = open(&db, None).await.or_fail(a.json)?;

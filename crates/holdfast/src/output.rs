@@ -86,11 +86,19 @@ impl Printer {
         }
     }
 
-    pub fn expired(&self, n: u64) {
+    /// A sweep's count, and with `--retention` how many finished
+    /// reservations were removed.
+    pub fn expired(&self, n: u64, purged: Option<u64>) {
         if self.json {
-            self.emit(json!({ "released": n }));
+            match purged {
+                None => self.emit(json!({ "released": n })),
+                Some(p) => self.emit(json!({ "released": n, "purged": p })),
+            }
         } else {
             println!("released {n} expired hold(s)");
+            if let Some(p) = purged {
+                println!("removed {p} finished reservation(s) past the retention period");
+            }
         }
     }
 

@@ -353,6 +353,10 @@ impl Store for HttpStore {
         Ok(0) // `serve` runs its own sweeper.
     }
 
+    async fn purge(&self, _older_than: std::time::Duration, _limit: u32) -> Result<u64, Error> {
+        Ok(0) // `serve`'s sweeper applies its own retention.
+    }
+
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
         let at = format!("/v1/shops/{}/items/{}/locations/{}", req.shop(), req.item(), req.location());
         let (method, path, body) = match req.change() {

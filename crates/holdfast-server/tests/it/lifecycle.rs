@@ -132,3 +132,44 @@ pub async fn probes_metrics_and_openapi(b: Backend) {
     })
     .await;
 }
+
+/// `serve --retention 1`: the background sweeper removes a finished
+/// reservation once it is folded into the ledger and a second old; its id
+/// then answers 404 and its key makes a new reservation. A live hold stays,
+/// and so do the books.
+pub async fn the_sweeper_applies_retention(b: Backend) {
+    let tweak = |s: &mut holdfast_server::Settings| {
+        s.retention = 1;
+        s.sweep_interval_ms = 100;
+    };
+    with_app(b, tweak, |app| async move {
+        let t = app.s1.clone();
+        stock(&app, &t, "s1", "sku-1", "wh", 10).await;
+        let cart = |k: &str| json!({ "key": k, "lines": [{ "item": "sku-1", "quantity": 2 }] });
+        let (_, sold) = app.post("/v1/shops/s1/reservations", &t, cart("sold")).await;
+        let (_, live) = app.post("/v1/shops/s1/reservations", &t, cart("live")).await;
+        let sold_at = format!("/v1/shops/s1/reservations/{}", sold["id"]);
+        let (status, _) = app.call(Method::POST, &format!("{sold_at}/claim"), Some(&t), None).await;
+        assert_eq!(status, StatusCode::OK);
+        // A stock change folds the claim into the ledger.
+        stock(&app, &t, "s1", "sku-1", "wh", 10).await;
+        let (_, levels) = app.get("/v1/shops/s1/items/sku-1", &t).await;
+
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while app.get(&sold_at, &t).await.0 != StatusCode::NOT_FOUND {
+            assert!(std::time::Instant::now() < deadline, "the claimed reservation was not removed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let (status, still) = app.get(&format!("/v1/shops/s1/reservations/{}", live["id"]), &t).await;
+        assert_eq!((status, still["status"].as_str()), (StatusCode::OK, Some("held")));
+        assert_eq!(app.get("/v1/shops/s1/items/sku-1", &t).await.1, levels, "retention moves no quantity");
+        let (status, again) = app.post("/v1/shops/s1/reservations", &t, cart("sold")).await;
+        assert_eq!(status, StatusCode::CREATED, "a removed reservation's key makes a new one: {again}");
+        assert!(again["id"].as_i64() > live["id"].as_i64());
+        let metrics = app.client.get(format!("{}/metrics", app.base)).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.contains("holdfast_retention_purged_total"), "{metrics}");
+        let (status, audit) = app.get("/admin/audit", &app.admin).await;
+        assert_eq!((status, audit["ok"].as_bool()), (StatusCode::OK, Some(true)), "{audit}");
+    })
+    .await;
+}

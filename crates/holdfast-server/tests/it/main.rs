@@ -30,6 +30,7 @@ macro_rules! suite {
         per_backend!($backend:
             lifecycle::reserve_claim_release_extend_expire_over_http,
             lifecycle::probes_metrics_and_openapi,
+            lifecycle::the_sweeper_applies_retention,
             load::two_hundred_http_buyers_for_one_hundred_units,
             auth::another_shops_reservation_answers_404,
             auth::missing_wrong_and_revoked_tokens_are_refused,

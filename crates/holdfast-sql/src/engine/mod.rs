@@ -297,6 +297,10 @@ impl<D: Dialect> Store for SqlStore<D> {
         self.detached(|me| async move { me.expire_here(limit).await }).await
     }
 
+    async fn purge(&self, older_than: Duration, limit: u32) -> Result<u64, Error> {
+        self.detached(|me| async move { me.op("purge", true, || me.purge_once(older_than, limit)).await }).await
+    }
+
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
         let req = req.clone();
         self.detached(|me| async move { me.change_stock_here(&req).await }).await

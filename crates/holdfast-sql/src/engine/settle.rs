@@ -211,4 +211,13 @@ impl<D: Dialect> SqlStore<D> {
         tx.commit().await?;
         Ok(n)
     }
+
+    /// One retention transaction (`Store::purge`).
+    pub(super) async fn purge_once(&self, older_than: std::time::Duration, limit: u32) -> Result<u64, Fail> {
+        let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+        let _lease = tag::Lease::transaction();
+        let n = D::purge(&mut tx, older_than, limit).await?;
+        tx.commit().await?;
+        Ok(n)
+    }
 }

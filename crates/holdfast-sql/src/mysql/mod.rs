@@ -178,8 +178,10 @@ fn wants_json(wants: &[Want]) -> serde_json::Value {
         .collect()
 }
 
-/// Expires the holds a locking read returned as (shop_id, id) rows.
-async fn expire_rows(c: &mut MySqlConnection, rows: &[MySqlRow]) -> sqlx::Result<u64> {
+/// Runs `stmt` (expire_ids.sql, purge_ids.sql) on the reservations a
+/// locking read returned as (shop_id, id) rows, passed as a JSON array of
+/// `{shop, id}`; returns how many rows there were.
+async fn on_rows(c: &mut MySqlConnection, stmt: &'static str, rows: &[MySqlRow]) -> sqlx::Result<u64> {
     if rows.is_empty() {
         return Ok(0);
     }
@@ -188,8 +190,13 @@ async fn expire_rows(c: &mut MySqlConnection, rows: &[MySqlRow]) -> sqlx::Result
         .map(|r| Ok(json!({"shop": MySql::text(r, "shop_id")?, "id": MySql::int(r, "id")?})))
         .collect::<sqlx::Result<Vec<_>>>()?;
     let ids = serde_json::Value::Array(ids).to_string();
-    MySql::execute(c, &tag::sql(raw!("expire_ids")), &[Arg::Text(&ids)]).await?;
+    MySql::execute(c, &tag::sql(stmt), &[Arg::Text(&ids)]).await?;
     Ok(rows.len() as u64)
+}
+
+/// Expires the holds a locking read returned as (shop_id, id) rows.
+async fn expire_rows(c: &mut MySqlConnection, rows: &[MySqlRow]) -> sqlx::Result<u64> {
+    on_rows(c, raw!("expire_ids"), rows).await
 }
 
 impl Dialect for My {
@@ -198,7 +205,7 @@ impl Dialect for My {
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const MIGRATIONS: &'static [Migration] = migrations!(
         1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast", 5 "0005_reserve_batch",
-        6 "0006_drop_reserve_batch"
+        6 "0006_drop_reserve_batch", 7 "0007_retention"
     );
     /// DDL commits implicitly; the migrations are written to run again.
     const BEGIN_MIGRATION: &'static str = "BEGIN";
@@ -387,6 +394,12 @@ impl Dialect for My {
     async fn sweep(c: &mut MySqlConnection, limit: u32) -> sqlx::Result<u64> {
         let rows = MySql::fetch(c, &tag::sql(raw!("sweep")), &[Arg::Int(limit.into())]).await?;
         expire_rows(c, &rows).await
+    }
+
+    async fn purge(c: &mut MySqlConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {
+        let secs = i64::try_from(older_than.as_secs()).unwrap_or(i64::MAX);
+        let rows = MySql::fetch(c, &tag::sql(raw!("purge")), &[Arg::Int(secs), Arg::Int(limit.into())]).await?;
+        on_rows(c, raw!("purge_ids"), &rows).await
     }
 
     async fn fold(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Folded> {

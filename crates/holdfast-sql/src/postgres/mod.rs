@@ -96,7 +96,8 @@ impl Dialect for Pg {
     type Db = Postgres;
     const BACKEND: Backend = Backend::Postgres;
     const ONE_STATEMENT_FAST_PATH: bool = true;
-    const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes");
+    const MIGRATIONS: &'static [Migration] =
+        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention");
     const BEGIN_MIGRATION: &'static str = "BEGIN";
     /// Said explicitly, not left to the server's default_transaction_isolation.
     const BEGIN_WRITE: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";
@@ -272,6 +273,15 @@ impl Dialect for Pg {
 
     async fn sweep(c: &mut PgConnection, limit: u32) -> sqlx::Result<u64> {
         let n: i64 = sqlx::query_scalar(&tag::sql(SWEEP)).bind(limit as i64).fetch_one(c).await?;
+        Ok(n as u64)
+    }
+
+    async fn purge(c: &mut PgConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {
+        let n: i64 = sqlx::query_scalar(&tag::sql(raw!("purge")))
+            .bind(older_than.as_secs_f64())
+            .bind(limit as i64)
+            .fetch_one(c)
+            .await?;
         Ok(n as u64)
     }
 

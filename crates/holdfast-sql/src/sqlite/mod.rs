@@ -97,13 +97,18 @@ async fn move_held(c: &mut SqliteConnection, rows: &[SqliteRow], state: LineStat
     if rows.is_empty() {
         return Ok(());
     }
+    Sqlite::execute(c, q!("move_held"), &[Arg::Text(&id_pairs(rows)?), Arg::Text(state.as_str())]).await?;
+    Ok(())
+}
+
+/// (shop_id, id) rows as the JSON array `[[shop_id, id], …]` that
+/// move_held.sql and purge_lines.sql read.
+fn id_pairs(rows: &[SqliteRow]) -> sqlx::Result<String> {
     let ids = rows
         .iter()
         .map(|r| Ok(json!([Sqlite::text(r, "shop_id")?, Sqlite::int(r, "id")?])))
         .collect::<sqlx::Result<Vec<_>>>()?;
-    let ids = json!(ids).to_string();
-    Sqlite::execute(c, q!("move_held"), &[Arg::Text(&ids), Arg::Text(state.as_str())]).await?;
-    Ok(())
+    Ok(json!(ids).to_string())
 }
 
 /// A hold's lines as insert_lines.sql reads them.
@@ -114,7 +119,8 @@ fn lines_json(id: ReservationId, lines: &[Allocation]) -> Vec<serde_json::Value>
 impl Dialect for Lite {
     type Db = Sqlite;
     const BACKEND: Backend = Backend::Sqlite;
-    const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes");
+    const MIGRATIONS: &'static [Migration] =
+        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention");
     /// The write lock serialises concurrent `migrate` runs on one file.
     const BEGIN_MIGRATION: &'static str = "BEGIN IMMEDIATE";
     /// The write lock now, not at the first write: a deferred transaction
@@ -257,6 +263,15 @@ impl Dialect for Lite {
     async fn sweep(c: &mut SqliteConnection, limit: u32) -> sqlx::Result<u64> {
         let gone = Sqlite::fetch(c, q!("sweep"), &[Arg::Int(limit.into())]).await?;
         move_held(c, &gone, LineState::Returned).await?;
+        Ok(gone.len() as u64)
+    }
+
+    async fn purge(c: &mut SqliteConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {
+        let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+        let gone = Sqlite::fetch(c, q!("purge"), &[Arg::Int(ms), Arg::Int(limit.into())]).await?;
+        if !gone.is_empty() {
+            Sqlite::execute(c, q!("purge_lines"), &[Arg::Text(&id_pairs(&gone)?)]).await?;
+        }
         Ok(gone.len() as u64)
     }
 

@@ -7,6 +7,7 @@ mod audit;
 mod batches;
 mod conn_tags;
 mod mysql_locks;
+mod retention;
 
 /// The conformance suite on each dialect, for a [`holdfast_testkit::Subject`]
 /// constructor.
