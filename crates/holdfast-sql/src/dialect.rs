@@ -120,6 +120,10 @@ statements! { $;
     TokenList => "token_list",
     /// (revoked_at, id).
     TokenRevoke => "token_revoke",
+    /// → (name, bytes) of holdfast's tables, indexes included.
+    TableSizes => "table_sizes",
+    /// → (autovacuum 1/0, history_list_length), -1 where the server has none.
+    ServerState => "server_state",
     /// Serialises concurrent `migrate` runs on one database.
     MigrateLock => "migrate_lock",
     MigrateUnlock => "migrate_unlock",

@@ -12,6 +12,7 @@ mod control;
 mod detach;
 mod driver;
 mod engine;
+mod housekeeping;
 mod migrate;
 mod mysql;
 mod postgres;
@@ -29,6 +30,7 @@ pub use crate::detach::detach;
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
+pub use crate::housekeeping::{Housekeeping, ServerState, TableSize};
 pub use crate::tag::{connection_report, with_conn_tag};
 
 /// How to reach the database.
@@ -106,6 +108,8 @@ pub struct Database {
     pub tokens: Arc<dyn TokenStore>,
     pub modes: Arc<dyn ModeStore>,
     pub legacy: Arc<dyn LegacyLedger>,
+    /// Table sizes and the server's clean-up, for long runs.
+    pub housekeeping: Arc<dyn Housekeeping>,
     #[cfg(feature = "testing")]
     pub batches: Arc<dyn BatchReserve>,
     pool: Arc<dyn Fn() -> PoolStatus + Send + Sync>,
@@ -143,6 +147,7 @@ impl Database {
             store: store.clone(),
             tokens: store.clone(),
             modes: store.clone(),
+            housekeeping: store.clone(),
             #[cfg(feature = "testing")]
             batches: store.clone(),
             legacy: store,

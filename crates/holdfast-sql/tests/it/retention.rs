@@ -170,3 +170,25 @@ async fn retention_removes_finished_reservations_only(b: Backend) {
 }
 
 per_backend!(retention_removes_finished_reservations_only: postgres => Postgres, mysql => MySql, sqlite => Sqlite);
+
+/// What a long run reads besides the books: the four tables by size, and
+/// the server's clean-up where it has one.
+async fn table_sizes_and_server_state(b: Backend) {
+    with_db(b, StoreConfig::default(), |db| async move {
+        stock(&*db.store, "s1", "a", "wh", 50).await;
+        db.store.reserve(&request("s1", "k", vec![line("a", 3, None)])).await.unwrap();
+        let sizes = db.db.housekeeping.table_sizes().await.unwrap();
+        let names: Vec<&str> = sizes.iter().map(|t| t.table.as_str()).collect();
+        assert_eq!(names, ["inventory_levels", "reservation_units", "reservations", "reserved_quantities"]);
+        assert!(sizes.iter().all(|t| t.bytes > 0), "{sizes:?}");
+        let state = db.db.housekeeping.server_state().await.unwrap();
+        match b {
+            Backend::Postgres => assert!(state.autovacuum.is_some() && state.history_list_length.is_none()),
+            Backend::MySql => assert!(state.autovacuum.is_none() && state.history_list_length.is_some()),
+            Backend::Sqlite => assert_eq!((state.autovacuum, state.history_list_length), (None, None)),
+        }
+    })
+    .await;
+}
+
+per_backend!(table_sizes_and_server_state: postgres => Postgres, mysql => MySql, sqlite => Sqlite);

@@ -1,0 +1,61 @@
+//! What a long run needs to know of the database besides the books: how
+//! large holdfast's tables have grown, and whether the server cleans up
+//! after them (PostgreSQL's autovacuum, InnoDB's purge backlog).
+
+use async_trait::async_trait;
+use holdfast_core::Error;
+use serde::Serialize;
+
+use crate::dialect::{Dialect, Stmt};
+use crate::driver::Driver;
+use crate::engine::SqlStore;
+use crate::run::{self, plain};
+
+/// One table with its indexes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TableSize {
+    pub table: String,
+    pub bytes: u64,
+}
+
+/// The server's clean-up, where it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ServerState {
+    /// PostgreSQL: whether autovacuum is on.
+    pub autovacuum: Option<bool>,
+    /// MySQL/MariaDB: undo records of committed transactions not purged yet.
+    pub history_list_length: Option<u64>,
+}
+
+#[async_trait]
+pub trait Housekeeping: Send + Sync + std::fmt::Debug {
+    /// holdfast's tables, each with its indexes, in name order.
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, Error>;
+    async fn server_state(&self) -> Result<ServerState, Error>;
+}
+
+#[async_trait]
+impl<D: Dialect> Housekeeping for SqlStore<D> {
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, Error> {
+        let rows = plain!(self, "housekeeping", |c| run::rows::<D>(c, Stmt::TableSizes, &[]))?;
+        let mut sizes = rows
+            .iter()
+            .map(|r| Ok(TableSize { table: D::Db::text(r, "name")?, bytes: D::Db::int(r, "bytes")?.max(0) as u64 }))
+            .collect::<sqlx::Result<Vec<_>>>()
+            .map_err(run::plain_error::<D>)?;
+        // Byte order, whatever the server's collation of its catalogue.
+        sizes.sort_by(|a, b| a.table.cmp(&b.table));
+        Ok(sizes)
+    }
+
+    async fn server_state(&self) -> Result<ServerState, Error> {
+        let rows = plain!(self, "housekeeping", |c| run::rows::<D>(c, Stmt::ServerState, &[]))?;
+        let Some(r) = rows.first() else {
+            return Ok(ServerState { autovacuum: None, history_list_length: None });
+        };
+        let known = |v: i64| (v >= 0).then_some(v);
+        let autovacuum = known(D::Db::int(r, "autovacuum").map_err(run::plain_error::<D>)?).map(|v| v == 1);
+        let history = known(D::Db::int(r, "history_list_length").map_err(run::plain_error::<D>)?).map(|v| v as u64);
+        Ok(ServerState { autovacuum, history_list_length: history })
+    }
+}
