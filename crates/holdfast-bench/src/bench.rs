@@ -68,6 +68,10 @@ pub struct BenchOptions {
     /// Drive a running `holdfast serve` instead of a library target
     /// (`backend`, `database_url` and `db_latency_ms` do not apply).
     pub http: Option<HttpOptions>,
+    /// holdfast's library targets: run the sweeper beside the sale, removing
+    /// finished reservations older than this many seconds (0: keeping them),
+    /// as `serve` does; `None`: no sweeper.
+    pub retention: Option<u64>,
 }
 
 /// One run's figures, with what was run.
@@ -147,6 +151,18 @@ pub fn validate(opts: &BenchOptions) -> Result<(), Invalid> {
     }
     if !(0.0..=1000.0).contains(&opts.db_latency_ms) {
         return Err(Invalid::new("db_latency", "must be between 0 and 1000 ms"));
+    }
+    if sale.interval.is_some_and(|i| i < Duration::from_millis(100)) {
+        return Err(Invalid::new("interval", "must be at least 0.1 seconds"));
+    }
+    if opts.retention.is_some()
+        && (opts.http.is_some()
+            || !matches!(opts.backend, BenchBackend::Sqlite | BenchBackend::Postgres | BenchBackend::Mysql))
+    {
+        return Err(Invalid::new(
+            "retention",
+            "runs holdfast's sweeper: for --backend sqlite, postgres or mysql (a serve applies its own --retention)",
+        ));
     }
     if sale.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(Invalid::new("rate", "must be a positive number of buyers per second"));
@@ -278,6 +294,7 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
         }
     }
     let mut notes = Vec::new();
+    let mut sweeper = None;
     let (target, database, ledger): (Arc<dyn Target>, String, Option<String>) = match opts.backend {
         BenchBackend::Counter | BenchBackend::Ceiling => {
             let kind = if opts.backend == BenchBackend::Counter { Kind::Counter } else { Kind::Ceiling };
@@ -311,11 +328,27 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
             c.max_connections = opts.max_connections;
             c.acquire_timeout = Duration::from_secs(60);
             c.store = opts.store.clone();
-            let store = holdfast_sql::connect(&c).await?;
-            store.migrate().await?;
-            let mut t = StoreTarget::new(store, ShopId::new(run_id)?);
+            let db = holdfast_sql::open(&c).await?;
+            db.store.migrate().await?;
+            if db.housekeeping.server_state().await?.autovacuum == Some(false) {
+                let warning = "warning: autovacuum is off on this PostgreSQL server: dead rows pile up as they \
+                               never would in production, and the figures are not what a production server gives \
+                               (ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf())";
+                eprintln!("{warning}");
+                notes.push(warning.into());
+            }
+            sweeper = opts.retention.map(|secs| {
+                let retention = (secs > 0).then(|| Duration::from_secs(secs));
+                notes.push(match retention {
+                    Some(_) => format!("the sweeper ran beside the sale: retention {secs} s"),
+                    None => "the sweeper ran beside the sale: retention off".into(),
+                });
+                holdfast_sql::Sweeper::new(db.store.clone(), 500).with_retention(retention)
+            });
+            let mut t = StoreTarget::new(db.store.clone(), ShopId::new(run_id)?);
             t.ttl = Ttl::from_secs(Ttl::MAX_SECS as i64)?;
             t.conn_report = true;
+            t.housekeeping = Some(db.housekeeping.clone());
             (Arc::new(t), scheme, None)
         }
     };
@@ -325,7 +358,14 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
         // The ceiling's "hold" is its one durable record; nothing to settle.
         sale.settle = false;
     }
-    let report = flash_sale::run(target, &sale).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let sweeping = sweeper.map(|s| tokio::spawn(s.run(Duration::from_secs(1), stopped)));
+    let report = flash_sale::run(target, &sale).await;
+    let _ = stop.send(true);
+    if let Some(task) = sweeping {
+        let _ = task.await;
+    }
+    let report = report?;
     drop(proxies);
     let holdfast = matches!(opts.backend, BenchBackend::Sqlite | BenchBackend::Postgres | BenchBackend::Mysql);
     Ok(BenchReport {
@@ -408,6 +448,37 @@ pub fn plot(r: &BenchReport) -> String {
             points: s.latency_percentiles.iter().map(|p| (x(p.percentile), p.ms)).collect(),
         }],
     })
+}
+
+/// `--plot` with `--interval`: a run over time, one chart per figure —
+/// `(file suffix, SVG)` for throughput, p99 and (where measured) the size of
+/// holdfast's tables.
+pub fn plot_intervals(r: &BenchReport) -> Vec<(&'static str, String)> {
+    use crate::svg::{Axis, Chart, Series, chart};
+    let Some(intervals) = &r.sale.intervals else { return Vec::new() };
+    let draw = |what: &str, y: &str, f: &dyn Fn(&crate::flash_sale::IntervalStat) -> Option<f64>| {
+        chart(&Chart {
+            title: format!("{what}: {}, {} buyers at a time", describe(r), r.sale.concurrency),
+            subtitle: Some(
+                r.notes.iter().filter(|n| n.starts_with("the sweeper")).cloned().collect::<Vec<_>>().join("; "),
+            ),
+            x: Axis::linear("seconds into the sale"),
+            y: Axis::linear(y),
+            series: vec![Series {
+                name: y.into(),
+                points: intervals.iter().filter_map(|i| f(i).map(|v| (i.t, v))).collect(),
+            }],
+        })
+    };
+    let mut out = vec![
+        ("-throughput.svg", draw("throughput per interval", "reserves/s", &|i| Some(i.throughput))),
+        ("-p99.svg", draw("reserve p99 per interval", "p99, ms", &|i| Some(i.p99_ms))),
+    ];
+    if intervals.iter().any(|i| i.tables_bytes.is_some()) {
+        let mb = |b: u64| b as f64 / 1e6;
+        out.push(("-tables.svg", draw("holdfast's tables with indexes", "MB", &|i| i.tables_bytes.map(mb))));
+    }
+    out
 }
 
 /// A run id, unique across runs and processes: it names the run's shop (or

@@ -15,7 +15,7 @@ use rand::Rng;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use crate::target::Target;
+use crate::target::{Tables, Target};
 use holdfast_core::ConnHold;
 
 /// Rows a run's connection report keeps: the tags where connection time went.
@@ -41,6 +41,8 @@ pub struct FlashSale {
     /// Prefix of the idempotency keys, unique per run.
     pub key_prefix: String,
     pub progress: bool,
+    /// Report throughput, p99 and the tables' size per interval of this length.
+    pub interval: Option<Duration>,
 }
 
 /// What happened, as counted from the buyers' answers and the final books.
@@ -94,6 +96,28 @@ pub struct FlashSaleReport {
     /// Connection hold per conn tag during the sale, longest total first (at
     /// most [`CONN_TAGS`] tags); `null` when the target does not report it.
     pub connections: Option<Vec<ConnHold>>,
+    /// holdfast's tables and the server's clean-up before the sale and after
+    /// it; `null` where the target cannot tell.
+    pub tables_start: Option<Tables>,
+    pub tables_end: Option<Tables>,
+    /// With `--interval`: each interval's figures, in order.
+    pub intervals: Option<Vec<IntervalStat>>,
+}
+
+/// One interval of a sale (`--interval`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IntervalStat {
+    /// Seconds from the start of the sale to the end of the interval.
+    pub t: f64,
+    /// Reserve calls completed in the interval, per second.
+    pub throughput: f64,
+    /// Reserve latency of the calls completed in the interval (as measured,
+    /// without the closed-loop correction of the whole run's figures).
+    pub p99_ms: f64,
+    /// holdfast's tables with their indexes at the end of the interval.
+    pub tables_bytes: Option<u64>,
+    /// MySQL/MariaDB: InnoDB's purge backlog at the end of the interval.
+    pub history_list_length: Option<u64>,
 }
 
 /// One point of the latency distribution.
@@ -149,12 +173,27 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
     let tally = Arc::new(Tally::default());
     let timeline = Arc::new(Mutex::new(Timeline::default()));
     let bar = progress_bar(sale);
+    let tables_start = target.tables().await;
     let started = Instant::now();
     let deadline = sale.duration.map(|d| started + d);
+    let slices = Arc::new(std::sync::Mutex::new(Vec::<Histogram<u64>>::new()));
+    // The tables at the end of each interval, sampled while the sale runs.
+    let samples = Arc::new(std::sync::Mutex::new(Vec::<Option<Tables>>::new()));
+    let sampler = sale.interval.map(|every| {
+        let (target, samples) = (target.clone(), samples.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at((started + every).into(), every);
+            loop {
+                tick.tick().await;
+                let now = target.tables().await;
+                samples.lock().expect("table samples").push(now);
+            }
+        })
+    });
     let mut workers = Vec::new();
     for _ in 0..sale.concurrency.max(1) {
-        let (target, next, tally, timeline, bar, sale) =
-            (target.clone(), next.clone(), tally.clone(), timeline.clone(), bar.clone(), sale.clone());
+        let (target, next, tally, timeline, bar, sale, slices) =
+            (target.clone(), next.clone(), tally.clone(), timeline.clone(), bar.clone(), sale.clone(), slices.clone());
         workers.push(tokio::spawn(async move {
             let mut hist = histogram();
             loop {
@@ -177,7 +216,16 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
                 }
                 let key = format!("{}-{n}", sale.key_prefix);
                 let answer = target.reserve(&key, sale.cart_size).await;
-                hist.saturating_record(t0.elapsed().as_micros() as u64);
+                let took = t0.elapsed().as_micros() as u64;
+                hist.saturating_record(took);
+                if let Some(every) = sale.interval {
+                    let slot = (started.elapsed().as_secs_f64() / every.as_secs_f64()) as usize;
+                    let mut slices = slices.lock().expect("interval histograms");
+                    while slices.len() <= slot {
+                        slices.push(histogram());
+                    }
+                    slices[slot].saturating_record(took);
+                }
                 match answer {
                     Ok(Some(id)) => {
                         tally.held.fetch_add(1, Ordering::Relaxed);
@@ -226,7 +274,31 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
         hist.add(h).expect("same bounds");
     }
     let seconds = started.elapsed().as_secs_f64();
+    if let Some(task) = sampler {
+        task.abort();
+    }
     bar.finish_and_clear();
+    let intervals = sale.interval.map(|every| {
+        let slices = slices.lock().expect("interval histograms");
+        let samples = samples.lock().expect("table samples");
+        let every = every.as_secs_f64();
+        slices
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let end = ((i + 1) as f64 * every).min(seconds);
+                let length = (end - i as f64 * every).max(1e-3);
+                let sample = samples.get(i).cloned().flatten();
+                IntervalStat {
+                    t: end,
+                    throughput: h.len() as f64 / length,
+                    p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+                    tables_bytes: sample.as_ref().map(|t| t.total_bytes),
+                    history_list_length: sample.and_then(|t| t.server.history_list_length),
+                }
+            })
+            .collect()
+    });
     // Before the books are read: their levels and audit are not the sale's.
     let conns_after = target.connections().await?;
     if sale.rate.is_none() && !hist.is_empty() {
@@ -290,6 +362,9 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
             (Some(b), Some(a)) => Some(ConnHold::window(&b, &a, CONN_TAGS)),
             _ => None,
         },
+        tables_start,
+        tables_end: target.tables().await,
+        intervals,
     })
 }
 

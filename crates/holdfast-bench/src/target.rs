@@ -13,6 +13,7 @@ use holdfast_core::{
 };
 
 use holdfast_core::ConnHold;
+use holdfast_sql::{Housekeeping, ServerState, TableSize};
 
 /// What the target's books say after the sale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +27,16 @@ pub struct Books {
     /// The target's own invariant check; `None` when the target cannot run
     /// it (an HTTP target whose token is not an admin token).
     pub audit_ok: Option<bool>,
+}
+
+/// holdfast's tables and the database server's clean-up at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Tables {
+    pub tables: Vec<TableSize>,
+    /// Every table above, with its indexes.
+    pub total_bytes: u64,
+    #[serde(flatten)]
+    pub server: ServerState,
 }
 
 /// Counters a target keeps about itself, as in `StoreStats`.
@@ -56,6 +67,11 @@ pub trait Target: Send + Sync {
     async fn connections(&self) -> Result<Option<Vec<ConnHold>>, Error> {
         Ok(None)
     }
+    /// holdfast's tables by size and the server's clean-up, now; `None`
+    /// where the target cannot tell (baselines, HTTP).
+    async fn tables(&self) -> Option<Tables> {
+        None
+    }
 }
 
 /// Any `Store`: holdfast itself on any backend, or the legacy Redis store.
@@ -70,6 +86,8 @@ pub struct StoreTarget {
     /// The store is holdfast's SQL store, whose connection hold per tag this
     /// process records (`holdfast_sql::connection_report`).
     pub conn_report: bool,
+    /// The SQL database's table sizes and clean-up, where there is one.
+    pub housekeeping: Option<Arc<dyn Housekeeping>>,
 }
 
 impl StoreTarget {
@@ -81,6 +99,7 @@ impl StoreTarget {
             location: LocationId::new("main-warehouse").expect("valid"),
             ttl: Ttl::DEFAULT,
             conn_report: false,
+            housekeeping: None,
         }
     }
 }
@@ -142,5 +161,13 @@ impl Target for StoreTarget {
 
     async fn connections(&self) -> Result<Option<Vec<ConnHold>>, Error> {
         Ok(self.conn_report.then(holdfast_sql::connection_report))
+    }
+
+    async fn tables(&self) -> Option<Tables> {
+        let h = self.housekeeping.as_ref()?;
+        // A sample that fails (the server is busy) is left out, not fatal.
+        let tables = h.table_sizes().await.ok()?;
+        let server = h.server_state().await.ok()?;
+        Some(Tables { total_bytes: tables.iter().map(|t| t.bytes).sum(), tables, server })
     }
 }

@@ -30,7 +30,7 @@ use crate::error::{ApiError, Enveloped};
 use crate::routes::{admin, health, reservations, stock};
 use crate::settings::Settings;
 use crate::state::AppState;
-use crate::sweeper::Sweeper;
+use holdfast_sql::Sweeper;
 
 static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 

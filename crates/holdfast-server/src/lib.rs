@@ -15,10 +15,9 @@ pub mod openapi;
 pub mod routes;
 pub mod settings;
 pub mod state;
-pub mod sweeper;
 pub mod tls;
 
 pub use app::{Application, router, shutdown_signal};
+pub use holdfast_sql::Sweeper;
 pub use settings::{LogFormat, Settings};
 pub use state::AppState;
-pub use sweeper::Sweeper;

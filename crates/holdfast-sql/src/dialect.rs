@@ -120,6 +120,9 @@ statements! { $;
     TokenList => "token_list",
     /// (revoked_at, id).
     TokenRevoke => "token_revoke",
+    /// (older than ms, limit) → (shop_id, item_id, location_id) with units
+    /// not folded yet among the oldest finished reservations.
+    StaleFolds => "stale_folds",
     /// → (name, bytes) of holdfast's tables, indexes included.
     TableSizes => "table_sizes",
     /// → (autovacuum 1/0, history_list_length), -1 where the server has none.

@@ -18,6 +18,7 @@ mod mysql;
 mod postgres;
 mod run;
 mod sqlite;
+mod sweeper;
 mod tag;
 mod tokens;
 
@@ -31,6 +32,7 @@ use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
 pub use crate::housekeeping::{Housekeeping, ServerState, TableSize};
+pub use crate::sweeper::Sweeper;
 pub use crate::tag::{connection_report, with_conn_tag};
 
 /// How to reach the database.

@@ -24,6 +24,12 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
         (None, Some(_)) => None,
         (None, None) => Some(Duration::from_secs(10)),
     };
+    let interval = match a.interval {
+        Some(i) if !(i.is_finite() && (0.1..=3600.0).contains(&i)) => {
+            return Err(invalid("interval", "must be 0.1 to 3600 seconds"));
+        }
+        i => i.map(Duration::from_secs_f64),
+    };
     let opts = BenchOptions {
         backend: a.backend.unwrap_or(BenchBackend::Postgres),
         database_url: db.database_url.clone(),
@@ -38,12 +44,14 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
             rate: a.rate,
             key_prefix: String::new(),
             progress: !json_out && std::io::stderr().is_terminal(),
+            interval,
         },
         db_latency_ms: a.db_latency,
         store: db.store_config(),
         max_connections: db.max_connections.max(a.concurrency.min(90)),
         redis_url: a.redis_url.clone(),
         http: a.target.clone().map(|url| HttpOptions { url, token: a.token.clone(), shop: a.shop.clone() }),
+        retention: a.retention,
     };
     let report = bench::run(&opts).await.or_fail(json_out)?;
     let write = |path: &std::path::Path, text: String| {
@@ -59,8 +67,16 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
             write(path, text + "\n")?;
         }
     }
+    let mut plots = Vec::new();
     if let Some(path) = &a.plot {
         write(path, bench::plot(&report))?;
+        plots.push(path.clone());
+        for (suffix, svg) in bench::plot_intervals(&report) {
+            let stem = path.to_string_lossy();
+            let more = std::path::PathBuf::from(format!("{}{suffix}", stem.strip_suffix(".svg").unwrap_or(&stem)));
+            write(&more, svg)?;
+            plots.push(more);
+        }
     }
     if !json_out {
         let mut head =
@@ -73,14 +89,56 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
         if let Some(rows) = &report.sale.connections {
             print!("{}", connection_table(rows));
         }
+        print!("{}", tables_text(&report.sale));
         for note in &report.notes {
             println!("note: {note}");
         }
-        if let Some(path) = &a.plot {
+        for path in &plots {
             println!("plot: {}", path.display());
         }
     }
     Ok(if report.sale.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// The intervals of `--interval` and holdfast's tables before and after.
+fn tables_text(sale: &holdfast_bench::flash_sale::FlashSaleReport) -> String {
+    let mb = |b: u64| format!("{:.1}", b as f64 / 1e6);
+    let mut out = String::new();
+    if let Some(intervals) = &sale.intervals {
+        out.push_str("per interval:\n       T S   RESERVES/S     P99 MS   TABLES MB   HISTORY\n");
+        for i in intervals {
+            let tables = i.tables_bytes.map(mb).unwrap_or_else(|| "-".into());
+            let history = i.history_list_length.map(|h| h.to_string()).unwrap_or_else(|| "-".into());
+            out.push_str(&format!(
+                "  {:>8.1} {:>12.0} {:>10.2} {:>11} {:>9}\n",
+                i.t, i.throughput, i.p99_ms, tables, history
+            ));
+        }
+    }
+    if let (Some(start), Some(end)) = (&sale.tables_start, &sale.tables_end) {
+        out.push_str(&format!(
+            "holdfast's tables with indexes: {} MB -> {} MB (",
+            mb(start.total_bytes),
+            mb(end.total_bytes)
+        ));
+        let parts: Vec<String> = end
+            .tables
+            .iter()
+            .map(|t| {
+                let before = start.tables.iter().find(|s| s.table == t.table).map_or(0, |s| s.bytes);
+                format!("{} {} -> {}", t.table, mb(before), mb(t.bytes))
+            })
+            .collect();
+        out.push_str(&parts.join(", "));
+        out.push_str(")\n");
+        if let Some(on) = end.server.autovacuum {
+            out.push_str(&format!("autovacuum: {}\n", if on { "on" } else { "OFF" }));
+        }
+        if let Some(h) = end.server.history_list_length {
+            out.push_str(&format!("InnoDB history list length at the end: {h}\n"));
+        }
+    }
+    out
 }
 
 /// Connection hold per conn tag during the sale, laid out by the table of
@@ -145,12 +203,14 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
                 rate: None,
                 key_prefix: String::new(),
                 progress: false,
+                interval: None,
             },
             db_latency_ms: 0.0,
             store: db.store_config(),
             max_connections: 1,
             redis_url: a.redis_url.clone(),
             http: None,
+            retention: None,
         },
         churn_connections: if a.no_churn { Vec::new() } else { a.churn_connections.clone() },
         churn: holdfast_bench::churn::ChurnOptions {

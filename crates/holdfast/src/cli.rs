@@ -582,7 +582,17 @@ pub struct FlashSaleArgs {
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
     /// Draw the run's reserve latency distribution (p0 to p99.99, log scale)
-    /// with the headline figures into this SVG file.
+    /// with the headline figures into this SVG file (and, with --interval,
+    /// throughput, p99 and table size over time into FILE-intervals.svg).
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<std::path::PathBuf>,
+    /// Report throughput, p99, the size of holdfast's tables and (MySQL/
+    /// MariaDB) the purge backlog for every interval of SECONDS.
+    #[arg(long, value_name = "SECONDS")]
+    pub interval: Option<f64>,
+    /// Library targets: run the sweeper beside the sale, releasing expired
+    /// holds and removing finished reservations older than SECONDS, as
+    /// `serve --retention` does (0: the sweeper runs, keeping everything).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "target")]
+    pub retention: Option<u64>,
 }

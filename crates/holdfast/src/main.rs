@@ -223,6 +223,7 @@ async fn demo(db: &DbArgs, a: cli::DemoArgs) -> Result<ExitCode, Failure> {
         rate: None,
         key_prefix: "demo".into(),
         progress: !json && std::io::stderr().is_terminal(),
+        interval: None,
     };
     if !json {
         println!(

@@ -21,6 +21,7 @@ pub fn sale(stock: u32, buyers: u64, concurrency: u32) -> FlashSale {
         rate: None,
         key_prefix: String::new(),
         progress: false,
+        interval: None,
     }
 }
 
@@ -34,6 +35,7 @@ pub fn options(backend: BenchBackend, sale: FlashSale) -> BenchOptions {
         max_connections: 16,
         redis_url: redis_url(),
         http: None,
+        retention: None,
     }
 }
 

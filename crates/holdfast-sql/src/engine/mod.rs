@@ -297,8 +297,20 @@ impl<D: Dialect> Store for SqlStore<D> {
         self.detached(|me| async move { me.expire_here(limit).await }).await
     }
 
+    /// First folds what the oldest finished reservations still have
+    /// unfolded (a refill of each such (item, location), taking its ledger
+    /// row only when no one else holds it), so an item that stopped selling
+    /// does not keep its last reservations for ever; then deletes.
     async fn purge(&self, older_than: Duration, limit: u32) -> Result<u64, Error> {
-        self.detached(|me| async move { me.op("purge", true, || me.purge_once(older_than, limit)).await }).await
+        self.detached(|me| async move {
+            let stale = me.op("purge", true, || me.stale_folds(older_than, limit)).await?;
+            for (shop, item, location) in stale {
+                let spec = [(item, Some(location))];
+                me.op("purge", true, || me.refill(&shop, &spec)).await?;
+            }
+            me.op("purge", true, || me.purge_once(older_than, limit)).await
+        })
+        .await
     }
 
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {

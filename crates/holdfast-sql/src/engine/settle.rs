@@ -212,6 +212,28 @@ impl<D: Dialect> SqlStore<D> {
         Ok(n)
     }
 
+    /// Retention's look ahead: the (item, location)s with units not folded
+    /// yet among the `limit` oldest finished reservations past the period.
+    pub(super) async fn stale_folds(
+        &self,
+        older_than: std::time::Duration,
+        limit: u32,
+    ) -> Result<Vec<(ShopId, ItemId, LocationId)>, Fail> {
+        let mut c = self.pool.acquire().await?;
+        let _lease = tag::Lease::start();
+        let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+        let args = [ms.into(), i64::from(limit).into()];
+        let rows = run::rows::<D>(&mut c, Stmt::StaleFolds, &args).await?;
+        let place = |r: &run::Row<D>| {
+            Ok((
+                run::name::<D::Db, _>(r, "shop_id")?,
+                run::name::<D::Db, _>(r, "item_id")?,
+                run::name::<D::Db, _>(r, "location_id")?,
+            ))
+        };
+        Ok(rows.iter().map(place).collect::<sqlx::Result<_>>()?)
+    }
+
     /// One retention transaction (`Store::purge`).
     pub(super) async fn purge_once(&self, older_than: std::time::Duration, limit: u32) -> Result<u64, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;

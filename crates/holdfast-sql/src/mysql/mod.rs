@@ -397,8 +397,8 @@ impl Dialect for My {
     }
 
     async fn purge(c: &mut MySqlConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {
-        let secs = i64::try_from(older_than.as_secs()).unwrap_or(i64::MAX);
-        let rows = MySql::fetch(c, &tag::sql(raw!("purge")), &[Arg::Int(secs), Arg::Int(limit.into())]).await?;
+        let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
+        let rows = MySql::fetch(c, &tag::sql(raw!("purge")), &[Arg::Int(ms), Arg::Int(limit.into())]).await?;
         on_rows(c, raw!("purge_ids"), &rows).await
     }
 

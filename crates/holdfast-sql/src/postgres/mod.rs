@@ -278,7 +278,7 @@ impl Dialect for Pg {
 
     async fn purge(c: &mut PgConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {
         let n: i64 = sqlx::query_scalar(&tag::sql(raw!("purge")))
-            .bind(older_than.as_secs_f64())
+            .bind(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX))
             .bind(limit as i64)
             .fetch_one(c)
             .await?;

@@ -86,8 +86,9 @@ async fn retention_removes_finished_reservations_only(b: Backend) {
         while store.expire(100).await.unwrap() > 0 {}
 
         // Refills during the sale folded some of the claimed and returned
-        // units into the ledger, not all: only those reservations may go,
-        // and no quantity may move (deleting an unfolded line would).
+        // units into the ledger, not all: a purge folds the rest first (a
+        // refill of each such location), then removes. No quantity may move
+        // (deleting an unfolded line would).
         let retention = Duration::from_secs(1);
         tokio::time::sleep(Duration::from_millis(1_100)).await;
         let before = books(&*store).await;
@@ -95,7 +96,8 @@ async fn retention_removes_finished_reservations_only(b: Backend) {
         assert_eq!(books(&*store).await, before, "retention moves no quantity");
         db.assert_audit_clean().await;
 
-        // A stock change folds each location's claimed and returned units.
+        // A stock change folds each location's claimed and returned units
+        // (none are left) and moves nothing.
         for (i, l, n) in [("a", "wh", 200), ("a", "east", 100), ("b", "wh", 50)] {
             let q = qty(&*store, "s1", i, l).await;
             change(&*store, "s1", i, l, StockChange::Set(q.on_hand)).await.unwrap();

@@ -1,5 +1,5 @@
 -- Retention: deletes up to $2 finished reservations (claimed, released or
--- expired) that last changed more than $1 seconds ago and whose every line is
+-- expired) that last changed more than $1 ms ago and whose every line is
 -- folded into the ledger ('settled' or 'restocked'), with their lines; returns
 -- how many. Deleting folded lines changes no quantity: levels, audit and the
 -- fold read only the open states. SKIP LOCKED: several sweepers take
@@ -8,7 +8,7 @@ WITH old AS (
     SELECT r.shop_id, r.id
     FROM reservations r
     WHERE r.status <> 'held'
-      AND r.updated_at < now() - make_interval(secs => $1)
+      AND r.updated_at < now() - $1::float8 * interval '1 millisecond'
       AND NOT EXISTS (
           SELECT 1 FROM reserved_quantities q
           WHERE q.shop_id = r.shop_id AND q.reservation_id = r.id

@@ -1,4 +1,5 @@
-//! The expiry sweeper inside `serve`: every interval it releases holds past
+//! The expiry sweeper (inside `serve`, and beside `bench flash-sale
+//! --retention`): every interval it releases holds past
 //! their expiry until none is left, then removes finished reservations older
 //! than the retention period. The store takes both with `FOR UPDATE SKIP
 //! LOCKED`, so any number of `serve` processes sweep one database at once
