@@ -33,7 +33,7 @@ ensure_postgres() {
     return 0
   fi
   pg_ok() { psql "postgres://postgres@127.0.0.1:5432/postgres" -Atc 'SELECT 1' >/dev/null 2>&1; }
-  if command -v psql >/dev/null && pg_ok; then log "PostgreSQL: up"; return 0; fi
+  if command -v psql >/dev/null && pg_ok; then pg_autovacuum_on; log "PostgreSQL: up"; return 0; fi
   if ! command -v pg_ctlcluster >/dev/null || [ -z "$(ls /etc/postgresql 2>/dev/null)" ]; then
     log "PostgreSQL: installing"
     apt_install postgresql postgresql-client
@@ -54,7 +54,17 @@ ensure_postgres() {
     sleep 1
   fi
   pg_ok || { log "PostgreSQL at 127.0.0.1:5432 refuses user postgres"; return 1; }
+  pg_autovacuum_on
   log "PostgreSQL: up"
+}
+
+# Autovacuum on, as on every production server (this machine's
+# configuration turns it off): benchmarks and soak runs measure with it.
+pg_autovacuum_on() {
+  if [ "$(psql "postgres://postgres@127.0.0.1:5432/postgres" -Atc 'SHOW autovacuum')" != on ]; then
+    log "PostgreSQL: turning autovacuum on (ALTER SYSTEM)"
+    psql "postgres://postgres@127.0.0.1:5432/postgres" -q -c "ALTER SYSTEM SET autovacuum = on" -c "SELECT pg_reload_conf()" >/dev/null
+  fi
 }
 
 ensure_mysql() {

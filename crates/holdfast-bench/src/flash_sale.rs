@@ -279,14 +279,21 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
     }
     bar.finish_and_clear();
     let intervals = sale.interval.map(|every| {
-        let slices = slices.lock().expect("interval histograms");
+        let mut slices = slices.lock().expect("interval histograms").clone();
         let samples = samples.lock().expect("table samples");
         let every = every.as_secs_f64();
+        // The calls that finished in the last moments after the final
+        // boundary (a short tail) count with the interval before them.
+        if slices.len() >= 2 && seconds - (slices.len() - 1) as f64 * every < every / 2.0 {
+            let tail = slices.pop().expect("two or more");
+            slices.last_mut().expect("one or more").add(tail).expect("same bounds");
+        }
+        let last = slices.len().saturating_sub(1);
         slices
             .iter()
             .enumerate()
             .map(|(i, h)| {
-                let end = ((i + 1) as f64 * every).min(seconds);
+                let end = if i == last { seconds } else { (i + 1) as f64 * every };
                 let length = (end - i as f64 * every).max(1e-3);
                 let sample = samples.get(i).cloned().flatten();
                 IntervalStat {
