@@ -156,11 +156,13 @@ pub fn check(events: &[Event]) -> Report {
     }
     // Each hold reaches its expiry at a time the answers name (its reserve,
     // each extend): one step per such time, in a window of the clock slack
-    // around it, so operations on either side see it live or expired.
+    // around it, so operations on either side see it live or expired. A
+    // reserve answered only after its hold had lapsed (a slow one) answers
+    // `expired` with the time it lapsed at.
     let mut lapses: Vec<(i64, i64)> = Vec::new();
     for o in &ops {
         if let Answer::Reservation(h) = &o.answer
-            && h.status == "held"
+            && (h.status == "held" || h.status == "expired")
         {
             lapses.push((h.id, h.expires_at));
         }
@@ -1041,6 +1043,41 @@ mod tests {
             .op(2, 3_010, Some(3_012), short_ttl("k2"), short(1, 0))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn a_reserve_answered_after_its_hold_lapsed_frees_the_units_at_the_lapse() {
+        let t0 = 1_000 * S;
+        let one_second = |key: &str| Call::Reserve {
+            key: key.into(),
+            lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
+            ttl: 1,
+            partial: false,
+            split: false,
+        };
+        let answer = |id, status: &str, expires_at| {
+            Answer::Reservation(Held {
+                id,
+                status: status.into(),
+                expires_at,
+                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
+                created: Some(true),
+            })
+        };
+        // Committed at 0.5 s, lapsed at 1.5 s, answered at 3 s as expired:
+        // the unit was free for the buyer at 2 s.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, Some(3_000), one_second("slow"), answer(4, "expired", t0 + 1_500_000))
+            .op(2, 2_000, Some(2_002), one_second("next"), answer(5, "held", t0 + 3_000_000))
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        // An `expired` answer that came before the time it names is wrong.
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, Some(1_000), one_second("slow"), answer(4, "expired", t0 + 1_500_000))
+            .check();
+        refused_at(&r, 2);
     }
 
     #[test]
