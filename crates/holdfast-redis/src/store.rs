@@ -281,8 +281,7 @@ impl RedisStore {
         F: FnOnce(Arc<Self>) -> Fut,
         Fut: Future<Output = T> + Send + 'static,
     {
-        let me = self.me.upgrade().expect("a store lives in an Arc");
-        holdfast_sql::detach(work(me)).await
+        holdfast_sql::detach_with(&self.me, work).await
     }
 
     pub fn options(&self) -> &RedisOptions {

@@ -60,6 +60,18 @@ where
     }
 }
 
+/// [`detach`] for a store that keeps a `Weak` to itself: `work` gets the
+/// store as an `Arc`, so it can outlive the caller's borrow.
+pub async fn detach_with<S, T, F, Fut>(me: &std::sync::Weak<S>, work: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce(Arc<S>) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+{
+    let me = me.upgrade().expect("a store lives in an Arc");
+    detach(work(me)).await
+}
+
 /// Whether a caller of the work on this task has gone away.
 pub(crate) fn gone() -> bool {
     GONE.try_with(|f| f.iter().any(|g| g.load(Ordering::Relaxed))).unwrap_or(false)

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use holdfast_core::{Error, LegacyLedger, ModeStore, Store, TokenStore};
 
-pub use crate::detach::detach;
+pub use crate::detach::{detach, detach_with};
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;

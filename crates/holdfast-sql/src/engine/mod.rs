@@ -32,7 +32,7 @@ use rand::Rng;
 use sqlx::Pool;
 
 use crate::coalesce::Coalescer;
-use crate::detach::{self, detach};
+use crate::detach;
 use crate::dialect::{Dialect, Fault};
 use crate::tag;
 
@@ -152,8 +152,7 @@ impl<D: Dialect> SqlStore<D> {
         F: FnOnce(Arc<Self>) -> Fut,
         Fut: Future<Output = T> + Send + 'static,
     {
-        let me = self.me.upgrade().expect("a store lives in an Arc");
-        detach(work(me)).await
+        detach::detach_with(&self.me, work).await
     }
 
     /// A claim, release or extend: in a batch of its shop's, or alone.
