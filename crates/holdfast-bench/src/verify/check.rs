@@ -1046,6 +1046,75 @@ mod tests {
     }
 
     #[test]
+    fn a_settle_called_in_time_takes_back_a_hold_readers_saw_lapse() {
+        let t0 = 1_000 * S;
+        let one_second = |key: &str| Call::Reserve {
+            key: key.into(),
+            lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
+            ttl: 1,
+            partial: false,
+            split: false,
+        };
+        let hold = |status: &str, expires_at: i64| {
+            Answer::Reservation(Held {
+                id: 4,
+                status: status.into(),
+                expires_at,
+                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
+                created: Some(true),
+            })
+        };
+        let expiry = t0 + 10_000 + S;
+        let levels = |held: i64| {
+            (Call::Levels { item: "i".into() }, Answer::Levels { locations: vec![("a".into(), q(2, held, 0))] })
+        };
+        // The extend is called 5 ms before the expiry and commits 45 ms
+        // after it; a read in between sees the unit free. Nothing took it,
+        // so the extend stands and the read after it sees the hold again.
+        let (read, free) = levels(0);
+        let (read_again, held_again) = levels(1);
+        let r = H::default()
+            .stock(0, 1, 2, q(2, 0, 0))
+            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
+            .op(1, 1_005, Some(1_055), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
+            .op(2, 1_040, Some(1_042), read, free)
+            .op(2, 1_060, Some(1_062), read_again, held_again)
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        // A claim the same.
+        let (read, free) = levels(0);
+        let mut claimed = hold("claimed", expiry);
+        if let Answer::Reservation(h) = &mut claimed {
+            h.created = None;
+        }
+        let r = H::default()
+            .stock(0, 1, 2, q(2, 0, 0))
+            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
+            .op(1, 1_005, Some(1_055), Call::Claim { id: 4 }, claimed)
+            .op(2, 1_040, Some(1_042), read, free)
+            .check();
+        assert!(r.ok(), "{}", r.violations[0]);
+        // But if another buyer took the units in between, the extend could
+        // not have had them.
+        let r = H::default()
+            .stock(0, 1, 2, q(2, 0, 0))
+            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
+            .op(1, 1_005, Some(1_055), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
+            .op(2, 1_040, Some(1_042), reserve("k2", 2), held(5, 2, 1_040, true))
+            .check();
+        assert_eq!(r.violations.len(), 1, "a hold taken back after its units were sold passed");
+        // And an extend called after the expiry cannot take it back.
+        let (read, free) = levels(0);
+        let r = H::default()
+            .stock(0, 1, 2, q(2, 0, 0))
+            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
+            .op(2, 1_040, Some(1_042), read, free)
+            .op(1, 1_100, Some(1_120), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_100_000 + S))
+            .check();
+        assert_eq!(r.violations.len(), 1, "an extend called after the expiry passed");
+    }
+
+    #[test]
     fn a_reserve_answered_after_its_hold_lapsed_frees_the_units_at_the_lapse() {
         let t0 = 1_000 * S;
         let one_second = |key: &str| Call::Reserve {

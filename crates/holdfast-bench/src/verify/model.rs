@@ -244,6 +244,26 @@ impl Model {
         self.set_hold(id, Some(h));
     }
 
+    /// A lapsed hold held again, when its units are all still available.
+    fn revive(&mut self, id: i64) -> bool {
+        let Some(mut h) = self.holds.get(&id).cloned() else { return false };
+        let free = h.lines.iter().all(|a| {
+            self.stock_of(&a.item, &a.location).is_some_and(|s| s.available() >= a.qty as i64)
+        });
+        if h.status != Status::Expired || !free {
+            return false;
+        }
+        for a in &h.lines {
+            let k = (a.item.clone(), a.location.clone());
+            let mut s = self.stock.get(&k).copied().unwrap_or_default();
+            s.reserved += a.qty as i64;
+            self.set_stock(k, s);
+        }
+        h.status = Status::Held;
+        self.set_hold(id, Some(h));
+        true
+    }
+
     /// Takes `op`: `Ok` when its answer is what this model gives, `Err`
     /// with what it would have given otherwise. On `Err` the caller undoes
     /// to its mark. A hold's expiry is a step of its own ([`Call::Lapse`]).
@@ -448,10 +468,25 @@ impl Model {
 
     /// Claim (`to` = Claimed), release (Released) or extend (Held with a ttl).
     fn settle(&mut self, op: &Op, id: i64, to: Status, ttl: Option<u32>, ghost: bool) -> Result<(), String> {
-        let Some(h) = self.holds.get(&id).cloned() else {
+        let Some(mut h) = self.holds.get(&id).cloned() else {
             return if ghost { Ok(()) } else { refused(&op.answer, "not_found", &[]) };
         };
         use Status::*;
+        // A claim or extend decides "still in time" at its statement and
+        // becomes visible at its commit, a moment later. A reader in between,
+        // after the expiry, counts the hold's units as available (a hold past
+        // its expiry is, before any sweep), but nothing can take them: the
+        // sweep and a refill's expiry skip or wait for the reservation row
+        // the settle has locked. So a hold that lapsed is taken back by a
+        // claim or extend called before its expiry that answers success, as
+        // long as its units are still free in the model.
+        let succeeded = ghost || matches!(op.answer, Answer::Reservation(_));
+        if h.status == Expired && to != Released && succeeded && op.invoked <= h.expires_at + SLACK_US {
+            if !self.revive(id) {
+                return if ghost { Ok(()) } else { Err(format!("reservation {id} lapsed and its units were taken")) };
+            }
+            h.status = Held;
+        }
         let verdict: Result<Status, &str> = match (h.status, to) {
             (Held, _) => Ok(to),
             (Claimed, Claimed) => Ok(Claimed),
