@@ -10,6 +10,7 @@ pub mod model;
 pub mod modes;
 pub mod store;
 pub mod token;
+pub mod webhook;
 
 pub use conn::ConnHold;
 pub use error::{Error, Invalid, Result, Shortfall};
@@ -18,3 +19,6 @@ pub use model::*;
 pub use modes::{LedgerRow, LegacyLedger, Mode, ModeStore, Rules, bucket};
 pub use store::{Backend, Store};
 pub use token::{TokenRecord, TokenStore};
+pub use webhook::{
+    Attempt, Delivery, DeliveryStatus, Leased, QueueStats, Subscription, Topic, Topics, WebhookStore, check_webhook_url,
+};

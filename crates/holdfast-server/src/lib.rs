@@ -16,6 +16,7 @@ pub mod routes;
 pub mod settings;
 pub mod state;
 pub mod tls;
+pub mod webhooks;
 
 pub use app::{Application, router, shutdown_signal};
 pub use holdfast_sql::Sweeper;

@@ -127,6 +127,42 @@ statements! { $;
     TableSizes => "table_sizes",
     /// → (autovacuum 1/0, history_list_length), -1 where the server has none.
     ServerState => "server_state",
+    /// (id, shop, url, topics, secret, created_at).
+    WebhookSubInsert => "webhook_sub_insert",
+    /// (shop) → the shop's subscriptions, secrets left out.
+    WebhookSubList => "webhook_sub_list",
+    /// → (id, shop_id, topics) of every enabled subscription.
+    WebhookSubsLive => "webhook_subs_live",
+    /// (shop, id).
+    WebhookSubDelete => "webhook_sub_delete",
+    /// (shop, subscription id): its pending deliveries deleted.
+    WebhookDropPending => "webhook_drop_pending",
+    /// (deliveries: a JSON array, created_at).
+    OutboxInsert => "outbox_insert",
+    /// (now, limit) → (id, lease_until) of due deliveries, locked, skipping
+    /// locked ones.
+    WebhookDue => "webhook_due",
+    /// (ids: a JSON array, lease until).
+    WebhookLease => "webhook_lease",
+    /// (ids: a JSON array) → the deliveries with their subscription's url
+    /// and secret.
+    WebhookLeased => "webhook_leased",
+    /// (id, attempt, status, next attempt, HTTP status or -1, error).
+    WebhookRecord => "webhook_record",
+    /// (delivery id) → its subscription_id.
+    WebhookSubOf => "webhook_sub_of",
+    /// (subscription id, at).
+    WebhookDisable => "webhook_disable",
+    /// (subscription id).
+    WebhookKillPending => "webhook_kill_pending",
+    /// (shop, status or NULL, limit) → deliveries, newest first.
+    WebhookList => "webhook_list",
+    /// (shop, id, now).
+    WebhookRetry => "webhook_retry",
+    /// → (pending, dead, oldest_pending).
+    WebhookStats => "webhook_stats",
+    /// (delivered before, limit).
+    WebhookPurge => "webhook_purge",
     /// Serialises concurrent `migrate` runs on one database.
     MigrateLock => "migrate_lock",
     MigrateUnlock => "migrate_unlock",
@@ -288,6 +324,9 @@ pub(crate) struct Head {
 /// A new hold's id and expiry; `None` when its idempotency key was taken.
 pub(crate) type Inserted = Option<(ReservationId, DateTime<Utc>)>;
 
+/// Holds a statement expired, by shop.
+pub(crate) type Gone = Vec<(ShopId, ReservationId)>;
+
 /// Candidate (item, location) pairs; `None` stands for every location of the item.
 pub(crate) type Spec = [(ItemId, Option<LocationId>)];
 
@@ -412,12 +451,12 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
 
     /// Under the lock of ledger row `at`: expires the held reservations with
     /// units at its (item, location) whose time is up, skipping those another
-    /// transaction holds. Returns how many.
-    fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> impl Future<Output = sqlx::Result<u64>> + Send;
+    /// transaction holds. Returns them.
+    fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> impl Future<Output = sqlx::Result<Gone>> + Send;
 
     /// The sweeper's unit of work: expires up to `limit` due holds of any
-    /// shop, skipping those another sweeper holds.
-    fn sweep(c: &mut Conn<Self>, limit: u32) -> impl Future<Output = sqlx::Result<u64>> + Send;
+    /// shop, skipping those another sweeper holds. Returns them.
+    fn sweep(c: &mut Conn<Self>, limit: u32) -> impl Future<Output = sqlx::Result<Gone>> + Send;
 
     /// Retention's unit of work: deletes up to `limit` finished reservations
     /// (claimed, released or expired, every line folded into the ledger)

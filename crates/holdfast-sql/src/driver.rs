@@ -12,7 +12,7 @@
 use std::future::Future;
 
 use chrono::{DateTime, Utc};
-use sqlx::{Column, Database, Row, TypeInfo};
+use sqlx::{Column, Database, Row, TypeInfo, ValueRef};
 
 /// A value bound to one placeholder.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +44,19 @@ pub(crate) trait Driver: Database + Sized {
     fn flag(row: &Self::Row, col: &str) -> sqlx::Result<bool>;
     /// A time that may be NULL.
     fn maybe_time(row: &Self::Row, col: &str) -> sqlx::Result<Option<DateTime<Utc>>>;
+
+    /// Whether the column is NULL.
+    fn is_null(row: &Self::Row, col: &str) -> sqlx::Result<bool>;
+
+    /// An integer that may be NULL.
+    fn maybe_int(row: &Self::Row, col: &str) -> sqlx::Result<Option<i64>> {
+        if Self::is_null(row, col)? { Ok(None) } else { Self::int(row, col).map(Some) }
+    }
+
+    /// A text that may be NULL.
+    fn maybe_text(row: &Self::Row, col: &str) -> sqlx::Result<Option<String>> {
+        if Self::is_null(row, col)? { Ok(None) } else { Self::text(row, col).map(Some) }
+    }
 
     fn time(row: &Self::Row, col: &str) -> sqlx::Result<DateTime<Utc>> {
         Self::maybe_time(row, col)?.ok_or_else(|| sqlx::Error::Decode(format!("{col} is NULL").into()))
@@ -131,6 +144,10 @@ impl Driver for sqlx::Postgres {
         row.try_get(col)
     }
 
+    fn is_null(row: &Self::Row, col: &str) -> sqlx::Result<bool> {
+        Ok(row.try_get_raw(col)?.is_null())
+    }
+
     send!(sqlx::Postgres, |t| t);
 }
 
@@ -157,6 +174,10 @@ impl Driver for sqlx::MySql {
         row.try_get(col)
     }
 
+    fn is_null(row: &Self::Row, col: &str) -> sqlx::Result<bool> {
+        Ok(row.try_get_raw(col)?.is_null())
+    }
+
     send!(sqlx::MySql, |t| t);
 }
 
@@ -181,6 +202,10 @@ impl Driver for sqlx::Sqlite {
         DateTime::from_timestamp_millis(ms)
             .map(Some)
             .ok_or_else(|| sqlx::Error::Decode(format!("{col} out of range: {ms} ms").into()))
+    }
+
+    fn is_null(row: &Self::Row, col: &str) -> sqlx::Result<bool> {
+        Ok(row.try_get_raw(col)?.is_null())
     }
 
     send!(sqlx::Sqlite, |t| t.timestamp_millis());

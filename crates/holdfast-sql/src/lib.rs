@@ -21,11 +21,12 @@ mod sqlite;
 mod sweeper;
 mod tag;
 mod tokens;
+mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use holdfast_core::{Error, LegacyLedger, ModeStore, Store, TokenStore};
+use holdfast_core::{Error, LegacyLedger, ModeStore, Store, TokenStore, WebhookStore};
 
 pub use crate::detach::{detach, detach_with};
 use crate::dialect::Dialect;
@@ -34,6 +35,7 @@ pub use crate::engine::StoreConfig;
 pub use crate::housekeeping::{Housekeeping, ServerState, TableSize};
 pub use crate::sweeper::Sweeper;
 pub use crate::tag::{connection_report, with_conn_tag};
+pub use crate::webhooks::{REFRESH as WEBHOOK_REFRESH, subscription_id};
 
 /// How to reach the database.
 #[derive(Debug, Clone)]
@@ -110,6 +112,8 @@ pub struct Database {
     pub tokens: Arc<dyn TokenStore>,
     pub modes: Arc<dyn ModeStore>,
     pub legacy: Arc<dyn LegacyLedger>,
+    /// Webhook subscriptions and the outbox's deliveries.
+    pub webhooks: Arc<dyn WebhookStore>,
     /// Table sizes and the server's clean-up, for long runs.
     pub housekeeping: Arc<dyn Housekeeping>,
     #[cfg(feature = "testing")]
@@ -150,6 +154,7 @@ impl Database {
             tokens: store.clone(),
             modes: store.clone(),
             housekeeping: store.clone(),
+            webhooks: store.clone(),
             #[cfg(feature = "testing")]
             batches: store.clone(),
             legacy: store,

@@ -161,6 +161,11 @@ pub(crate) fn unit<D: Driver>(row: &D::Row) -> sqlx::Result<crate::dialect::Unit
     })
 }
 
+/// `shop_id, id`: holds an expiry statement expired.
+pub(crate) fn gone<D: Driver>(rows: &[D::Row]) -> sqlx::Result<crate::dialect::Gone> {
+    rows.iter().map(|r| Ok((name::<D, ShopId>(r, "shop_id")?, reservation_id(D::int(r, "id")?)?))).collect()
+}
+
 /// A list of reservation ids as the statements take it: a JSON array.
 pub(crate) fn id_list(ids: &[ReservationId]) -> String {
     serde_json::to_string(&ids.iter().map(|id| id.get()).collect::<Vec<_>>()).expect("a list of integers")

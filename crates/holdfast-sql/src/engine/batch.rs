@@ -17,7 +17,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 
 use holdfast_core::{
-    Allocation, Error, IdempotencyKey, ItemId, LocationId, Reservation, ReservationId, ReserveRequest, Reserved, ShopId,
+    Allocation, Error, IdempotencyKey, ItemId, LocationId, Reservation, ReservationId, ReserveRequest, Reserved,
+    ShopId, Topic,
 };
 
 use super::reserve::{Verdict, allocations, candidate_spec as candidates, fast_wants, new_hold, verdict};
@@ -25,6 +26,7 @@ use super::settle::Settle;
 use super::{Fail, SqlStore};
 use crate::dialect::{Batch, Dialect, Fast, Taken, TxMode, Unit, Want};
 use crate::tag;
+use crate::webhooks::Event;
 
 #[cfg(feature = "testing")]
 #[async_trait::async_trait]
@@ -183,6 +185,7 @@ impl<D: Dialect> SqlStore<D> {
         let Some(first) = reqs.first() else { return Ok(Batch::default()) };
         let shop = first.shop();
         let plan = Plan::of(reqs);
+        let events = self.outbox.wants(self, shop, Topic::ReservationHeld).await?;
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
         let keys: Vec<&IdempotencyKey> = reqs.iter().map(|r| r.key()).collect();
@@ -202,7 +205,6 @@ impl<D: Dialect> SqlStore<D> {
             .collect();
         let mut inserted =
             if holds.is_empty() { Vec::new() } else { D::insert_holds(&mut tx, &holds).await? }.into_iter();
-        tx.commit().await?;
         let mut outcomes = Vec::with_capacity(reqs.len());
         for d in dealt {
             outcomes.push(match d {
@@ -216,6 +218,23 @@ impl<D: Dialect> SqlStore<D> {
                 Dealt::KeyTaken => Fast::KeyTaken,
             });
         }
+        // The batch's new holds as events, in the same transaction: one
+        // statement for all of them, none without a subscription.
+        if events && !holds.is_empty() {
+            let events: Vec<Event> = reqs
+                .iter()
+                .zip(&outcomes)
+                .filter_map(|(req, f)| match f {
+                    Fast::Held { id, expires_at, taken } => {
+                        let hold = new_hold(req, *id, *expires_at, taken.clone()).reservation;
+                        Some(Event::reservation(Topic::ReservationHeld, shop, &hold))
+                    }
+                    _ => None,
+                })
+                .collect();
+            self.write_events(&mut tx, &events).await?;
+        }
+        tx.commit().await?;
         Ok(Batch { outcomes })
     }
 

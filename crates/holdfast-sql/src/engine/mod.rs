@@ -12,6 +12,7 @@ mod batch;
 mod gate;
 mod reports;
 mod reserve;
+pub(crate) use reserve::reservation;
 mod settle;
 
 #[cfg(feature = "testing")]
@@ -122,6 +123,8 @@ pub(crate) struct SqlStore<D: Dialect> {
     gates: gate::Gates,
     /// `None` when coalescing is off.
     coalesce: Option<Coalescers>,
+    /// Who wants which events (webhooks.rs).
+    pub(crate) outbox: crate::webhooks::Outbox,
     /// The `Arc` this store lives in, to run operations on tasks of their
     /// own ([`Self::detached`]).
     me: Weak<Self>,
@@ -141,7 +144,13 @@ impl<D: Dialect> SqlStore<D> {
                 sweeps: Coalescer::new("expire", batch, 1),
             }
         });
-        Self { pool, cfg, counters: Counters::default(), gates: gate::Gates::default(), coalesce, me }
+        let (counters, gates, outbox) = (Counters::default(), gate::Gates::default(), Default::default());
+        Self { pool, cfg, counters, gates, coalesce, outbox, me }
+    }
+
+    /// The `Arc` this store lives in, while it lives.
+    pub(crate) fn me(&self) -> Option<Arc<Self>> {
+        self.me.upgrade()
     }
 
     /// Runs `work` on this store on a task of its own (detach.rs): a caller

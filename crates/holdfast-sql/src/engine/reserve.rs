@@ -7,12 +7,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use holdfast_core::{
     Allocation, Error, ItemId, LocationId, Reservation, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall,
+    Topic,
 };
 
 use super::{Fail, SqlStore};
 use crate::dialect::{Conn, Dialect, Fast, Head, Ledger, LedgerLock, Spec, Stmt, Tx, TxMode, Want};
 use crate::run;
 use crate::tag;
+use crate::webhooks::Event;
 
 /// Units of an (item, location) that no live hold has.
 pub(super) type Unheld = (ItemId, LocationId, i64);
@@ -120,7 +122,10 @@ impl<D: Dialect> SqlStore<D> {
     /// location, with SKIP LOCKED. `None` when some line came up short; then
     /// nothing is held any more (no pool row, no ledger lock).
     async fn fast_path(&self, req: &ReserveRequest, wants: &[Want]) -> Result<Option<Reserved>, Fail> {
-        if D::ONE_STATEMENT_FAST_PATH {
+        // With a subscription to new holds, the hold and its event are
+        // written in one transaction: the one-statement form has no room
+        // for the event.
+        if D::ONE_STATEMENT_FAST_PATH && !self.outbox.wants(self, req.shop(), Topic::ReservationHeld).await? {
             let fast = {
                 let mut c = self.pool.acquire().await?;
                 let _lease = tag::Lease::transaction();
@@ -201,17 +206,12 @@ impl<D: Dialect> SqlStore<D> {
         }
         match D::insert_hold(&mut tx, req, &lines).await? {
             Some((id, expires_at)) => {
+                let reservation =
+                    Reservation { id, key: req.key().clone(), status: ReservationStatus::Held, expires_at, lines };
+                let event = Event::reservation(Topic::ReservationHeld, req.shop(), &reservation);
+                self.write_events(&mut tx, &[event]).await?;
                 tx.commit().await?;
-                Ok(Reserved {
-                    reservation: Reservation {
-                        id,
-                        key: req.key().clone(),
-                        status: ReservationStatus::Held,
-                        expires_at,
-                        lines,
-                    },
-                    created: true,
-                })
+                Ok(Reserved { reservation, created: true })
             }
             None => {
                 // The key is taken: give the units back and answer as a replay.
@@ -478,7 +478,7 @@ fn shortfalls(req: &ReserveRequest, held: &[BTreeMap<LocationId, u32>]) -> Vec<S
         .collect()
 }
 
-pub(super) fn reservation(head: Head, lines: Vec<Allocation>) -> Reservation {
+pub(crate) fn reservation(head: Head, lines: Vec<Allocation>) -> Reservation {
     Reservation { id: head.id, key: head.key, status: head.status, expires_at: head.expires_at, lines }
 }
 

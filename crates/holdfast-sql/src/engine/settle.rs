@@ -8,13 +8,14 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReservationStatus, ShopId, Ttl};
+use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReservationStatus, ShopId, Topic, Ttl};
 
 use super::reserve::reservation;
 use super::{Fail, SqlStore};
 use crate::dialect::{Conn, Dialect, Head, LedgerLock, LineState, Stmt, TxMode};
 use crate::run;
 use crate::tag;
+use crate::webhooks::Event;
 
 /// What a claim, release or extend request asks of a hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,6 +160,26 @@ impl<D: Dialect> SqlStore<D> {
                 d.expired = false;
             }
         }
+        // The holds that changed, as events, in the same transaction.
+        let mut events = Vec::new();
+        for &(id, status) in &moves {
+            let topic = match status {
+                Claimed => Topic::ReservationClaimed,
+                Released => Topic::ReservationReleased,
+                Expired => Topic::ReservationExpired,
+                Held => continue,
+            };
+            let Some(head) = heads.get(&id) else { continue };
+            if !self.outbox.wants(self, shop, topic).await? {
+                continue;
+            }
+            let of = match lines.get(&id) {
+                Some(of) => of.clone(),
+                None => run::lines_of::<D>(tx, shop, id).await?,
+            };
+            events.push(Event::reservation(topic, shop, &reservation(head.clone(), of)));
+        }
+        self.write_events(tx, &events).await?;
         Ok(decided
             .into_iter()
             .map(|d| {
@@ -207,9 +228,10 @@ impl<D: Dialect> SqlStore<D> {
     pub(super) async fn sweep_once(&self, limit: u32) -> Result<u64, Fail> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
-        let n = D::sweep(&mut tx, limit).await?;
+        let gone = D::sweep(&mut tx, limit).await?;
+        self.expired_events(&mut tx, &gone).await?;
         tx.commit().await?;
-        Ok(n)
+        Ok(gone.len() as u64)
     }
 
     /// Retention's look ahead: the (item, location)s with units not folded

@@ -133,7 +133,8 @@ impl<D: Dialect> SqlStore<D> {
     /// and released units into the ledger row.
     pub(super) async fn prepare(&self, tx: &mut Conn<D>, shop: &ShopId, row: &mut Ledger) -> Result<(), Fail> {
         let expired = D::expire_at(tx, shop, row).await?;
-        self.counters.expired.fetch_add(expired, Ordering::Relaxed);
+        self.counters.expired.fetch_add(expired.len() as u64, Ordering::Relaxed);
+        self.expired_events(tx, &expired).await?;
         let folded = D::fold(tx, shop, row).await?;
         row.unpooled += folded.restocked;
         row.committed += folded.settled;

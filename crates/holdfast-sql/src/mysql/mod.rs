@@ -28,7 +28,7 @@ use sqlx::mysql::{MySqlConnection, MySqlDatabaseError, MySqlRow};
 use sqlx::{MySql, Row};
 
 use crate::dialect::{
-    Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Unit, Want,
+    Conn, Dialect, Fast, Fault, Folded, Gone, Inserted, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Unit, Want,
 };
 use crate::driver::{Arg, Driver};
 use crate::migrate::{Migration, migrations};
@@ -195,8 +195,9 @@ async fn on_rows(c: &mut MySqlConnection, stmt: &'static str, rows: &[MySqlRow])
 }
 
 /// Expires the holds a locking read returned as (shop_id, id) rows.
-async fn expire_rows(c: &mut MySqlConnection, rows: &[MySqlRow]) -> sqlx::Result<u64> {
-    on_rows(c, raw!("expire_ids"), rows).await
+async fn expire_rows(c: &mut MySqlConnection, rows: &[MySqlRow]) -> sqlx::Result<Gone> {
+    on_rows(c, raw!("expire_ids"), rows).await?;
+    run::gone::<MySql>(rows)
 }
 
 impl Dialect for My {
@@ -205,7 +206,7 @@ impl Dialect for My {
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const MIGRATIONS: &'static [Migration] = migrations!(
         1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast", 5 "0005_reserve_batch",
-        6 "0006_drop_reserve_batch", 7 "0007_retention"
+        6 "0006_drop_reserve_batch", 7 "0007_retention", 8 "0008_webhooks"
     );
     /// DDL commits implicitly; the migrations are written to run again.
     const BEGIN_MIGRATION: &'static str = "BEGIN";
@@ -236,6 +237,12 @@ impl Dialect for My {
             Stmt::LegacyFulfil => &[3, 3, 0, 1, 2, 3],
             Stmt::LegacyCommit => &[3, 0, 1, 2],
             Stmt::LegacyPut => &[3, 4, 0, 1, 2],
+            Stmt::OutboxInsert => &[1, 1, 0],
+            Stmt::WebhookLease => &[0, 1, 1],
+            Stmt::WebhookRecord => &[2, 3, 2, 3, 4, 5, 0, 1],
+            Stmt::WebhookDisable => &[1, 0],
+            Stmt::WebhookList => &[0, 1, 1, 2],
+            Stmt::WebhookRetry => &[2, 0, 1],
             _ => return None,
         })
     }
@@ -385,13 +392,13 @@ impl Dialect for My {
         MySql::fetch(c, &sql, &args).await?.iter().map(run::available::<Self>).collect::<sqlx::Result<_>>().map(Some)
     }
 
-    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<u64> {
+    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {
         let (item, location) = (&at.item, &at.location);
         let rows = MySql::fetch(c, &tag::sql(raw!("expire_at")), &run::place(shop, item, location)).await?;
         expire_rows(c, &rows).await
     }
 
-    async fn sweep(c: &mut MySqlConnection, limit: u32) -> sqlx::Result<u64> {
+    async fn sweep(c: &mut MySqlConnection, limit: u32) -> sqlx::Result<Gone> {
         let rows = MySql::fetch(c, &tag::sql(raw!("sweep")), &[Arg::Int(limit.into())]).await?;
         expire_rows(c, &rows).await
     }

@@ -13,7 +13,7 @@ use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row};
 
 use crate::dialect::{
-    Conn, Dialect, Fast, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Unit, Want,
+    Conn, Dialect, Fast, Fault, Folded, Gone, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Unit, Want,
 };
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -97,7 +97,7 @@ impl Dialect for Pg {
     const BACKEND: Backend = Backend::Postgres;
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const MIGRATIONS: &'static [Migration] =
-        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention");
+        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks");
     const BEGIN_MIGRATION: &'static str = "BEGIN";
     /// Said explicitly, not left to the server's default_transaction_isolation.
     const BEGIN_WRITE: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";
@@ -259,21 +259,17 @@ impl Dialect for Pg {
         rows.iter().map(run::available::<Self>).collect::<sqlx::Result<Vec<_>>>().map(Some)
     }
 
-    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<u64> {
+    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {
         let (item, location) = (&at.item, &at.location);
         let sql = tag::sql(EXPIRE_AT);
-        let n: i64 = sqlx::query_scalar(&sql)
-            .bind(shop.as_str())
-            .bind(item.as_str())
-            .bind(location.as_str())
-            .fetch_one(c)
-            .await?;
-        Ok(n as u64)
+        let rows =
+            sqlx::query(&sql).bind(shop.as_str()).bind(item.as_str()).bind(location.as_str()).fetch_all(c).await?;
+        run::gone::<Postgres>(&rows)
     }
 
-    async fn sweep(c: &mut PgConnection, limit: u32) -> sqlx::Result<u64> {
-        let n: i64 = sqlx::query_scalar(&tag::sql(SWEEP)).bind(limit as i64).fetch_one(c).await?;
-        Ok(n as u64)
+    async fn sweep(c: &mut PgConnection, limit: u32) -> sqlx::Result<Gone> {
+        let rows = sqlx::query(&tag::sql(SWEEP)).bind(limit as i64).fetch_all(c).await?;
+        run::gone::<Postgres>(&rows)
     }
 
     async fn purge(c: &mut PgConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {

@@ -26,7 +26,9 @@ use sqlx::sqlite::{
 use sqlx::{Sqlite, SqlitePool};
 
 use crate::ConnectOptions;
-use crate::dialect::{Conn, Dialect, Fault, Folded, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Unit, Want};
+use crate::dialect::{
+    Conn, Dialect, Fault, Folded, Gone, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Unit, Want,
+};
 use crate::driver::{Arg, Driver};
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -120,7 +122,7 @@ impl Dialect for Lite {
     type Db = Sqlite;
     const BACKEND: Backend = Backend::Sqlite;
     const MIGRATIONS: &'static [Migration] =
-        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention");
+        migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks");
     /// The write lock serialises concurrent `migrate` runs on one file.
     const BEGIN_MIGRATION: &'static str = "BEGIN IMMEDIATE";
     /// The write lock now, not at the first write: a deferred transaction
@@ -253,17 +255,17 @@ impl Dialect for Lite {
         rows.iter().map(run::ledger::<Self>).collect()
     }
 
-    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<u64> {
+    async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {
         let (item, location) = (&at.item, &at.location);
         let gone = Sqlite::fetch(c, q!("expire_at"), &run::place(shop, item, location)).await?;
         move_held(c, &gone, LineState::Returned).await?;
-        Ok(gone.len() as u64)
+        run::gone::<Sqlite>(&gone)
     }
 
-    async fn sweep(c: &mut SqliteConnection, limit: u32) -> sqlx::Result<u64> {
+    async fn sweep(c: &mut SqliteConnection, limit: u32) -> sqlx::Result<Gone> {
         let gone = Sqlite::fetch(c, q!("sweep"), &[Arg::Int(limit.into())]).await?;
         move_held(c, &gone, LineState::Returned).await?;
-        Ok(gone.len() as u64)
+        run::gone::<Sqlite>(&gone)
     }
 
     async fn purge(c: &mut SqliteConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {

@@ -1,6 +1,6 @@
 -- The end of expire_at.sql and sweep.sql, after their `due` holds (locked
 -- with SKIP LOCKED): each becomes 'expired' and its held units 'returned'.
--- Returns how many.
+-- Returns them (shop_id, id).
 ), gone AS (
     UPDATE reservations r
     SET status = 'expired', updated_at = now()
@@ -13,4 +13,4 @@
     FROM gone
     WHERE q.shop_id = gone.shop_id AND q.reservation_id = gone.id AND q.state = 'held'
 )
-SELECT count(*) FROM gone
+SELECT shop_id, id FROM gone

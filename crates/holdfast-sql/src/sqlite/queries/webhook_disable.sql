@@ -1,0 +1,3 @@
+-- Webhooks: a receiver answered 410 Gone (subscription id, at): the
+-- subscription is disabled.
+UPDATE webhook_subscriptions SET disabled_at = ?2 WHERE id = ?1 AND disabled_at IS NULL
