@@ -16,7 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use chrono::Utc;
 use hmac::{Hmac, Mac};
-use holdfast_core::{Attempt, Leased, WebhookStore};
+use holdfast_core::{Attempt, Leased, ShopId, Subscription, Topics, WebhookStore, check_webhook_url};
 use rand::RngCore;
 use sha2::Sha256;
 use tokio::sync::watch;
@@ -31,6 +31,30 @@ pub fn new_secret() -> String {
     let mut key = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut key);
     format!("whsec_{}", BASE64.encode(key))
+}
+
+/// Adds a subscription of `shop` to `topics` (every topic when empty) at
+/// `url`, checked first; answers it with its secret, which is shown this
+/// once.
+pub async fn subscribe(
+    store: &dyn WebhookStore,
+    shop: &ShopId,
+    url: &str,
+    topics: Topics,
+) -> Result<(Subscription, String), holdfast_core::Error> {
+    check_webhook_url(url)?;
+    let topics = if topics.is_empty() { Topics::all() } else { topics };
+    let sub = Subscription {
+        id: holdfast_sql::subscription_id(),
+        shop: shop.clone(),
+        url: url.to_string(),
+        topics,
+        created_at: Utc::now(),
+        disabled_at: None,
+    };
+    let secret = new_secret();
+    store.add_subscription(&sub, &secret).await?;
+    Ok((sub, secret))
 }
 
 /// The `webhook-signature` header's value for one request.
@@ -136,13 +160,14 @@ impl Deliverer {
     pub async fn round(&self) -> Result<usize, holdfast_core::Error> {
         let leased = self.store.lease_deliveries(self.cfg.batch, self.cfg.lease).await?;
         let n = leased.len();
-        let sends = leased.into_iter().map(|l| {
+        // Dropped with the round (the process stopping), the set aborts the
+        // sends still under way: their leases run out and they go again.
+        let mut sends = tokio::task::JoinSet::new();
+        for l in leased {
             let me = self.clone();
-            tokio::spawn(async move { me.deliver(l).await })
-        });
-        for s in sends.collect::<Vec<_>>() {
-            let _ = s.await;
+            sends.spawn(async move { me.deliver(l).await });
         }
+        while sends.join_next().await.is_some() {}
         Ok(n)
     }
 

@@ -12,6 +12,7 @@ mod lifecycle;
 mod load;
 mod modes;
 mod shutdown;
+mod webhooks;
 
 /// One test per backend for each listed test function.
 macro_rules! per_backend {
@@ -40,13 +41,20 @@ macro_rules! suite {
             conntag::hostile_conn_tags_are_refused_and_change_nothing,
             modes::sql_primary_shop_keeps_reserving_across_the_kill_switch,
             modes::mode_routes_answer_404_without_redis,
+            webhooks::each_topic_fires_once_per_change_and_only_when_subscribed,
+            webhooks::failures_are_retried_with_the_same_id_and_410_disables,
+            webhooks::a_worker_killed_mid_batch_loses_nothing,
+            webhooks::four_workers_share_the_queue,
         );
     };
 }
 
 mod postgres {
     suite!(Postgres);
-    per_backend!(Postgres: conntag::every_statement_is_tagged_with_shops_in_shadow_and_sql_primary);
+    per_backend!(Postgres:
+        conntag::every_statement_is_tagged_with_shops_in_shadow_and_sql_primary,
+        webhooks::ten_thousand_deliveries_by_four_workers,
+    );
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn postgres_log_shows_http_caller_tags_and_no_hostile_request() {

@@ -1,0 +1,437 @@
+//! Events and webhooks against a real HTTP receiver in this process, on
+//! every backend: each topic fires once per change and only for shops that
+//! subscribe; signatures verify; failures are retried with the same
+//! `webhook-id`; `410` disables; a worker killed mid-batch loses nothing;
+//! several workers never send one delivery at once and lose none.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use holdfast_core::{
+    Backend, DeliveryStatus, ReservationId, ReservationStatus, ReserveRequest, Topic, Topics, Ttl, WebhookStore,
+};
+use holdfast_server::webhooks::{Deliverer, WorkerConfig, sign, subscribe};
+use holdfast_sql::StoreConfig;
+use rand::Rng;
+use serde_json::Value;
+use tokio::sync::{Notify, watch};
+
+use crate::support::*;
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+struct Got {
+    path: String,
+    id: String,
+    timestamp: i64,
+    signature: String,
+    body: String,
+}
+
+impl Got {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).expect("a JSON body")
+    }
+}
+
+/// How the receiver answers: given the path and how many times it has seen
+/// this (path, webhook-id) before, a status.
+type Policy = fn(&str, u32) -> u16;
+
+struct Receiver {
+    url: String,
+    got: Mutex<Vec<Got>>,
+    seen: Mutex<HashMap<(String, String), u32>>,
+    in_flight: Mutex<HashSet<(String, String)>>,
+    /// A request that arrived while the same (path, webhook-id) was in flight.
+    overlaps: AtomicU64,
+    /// While set, requests wait for `release` before they are answered.
+    stall: AtomicBool,
+    release: Notify,
+    policy: Policy,
+    /// Most random delay before answering, ms.
+    jitter_ms: u64,
+}
+
+impl Receiver {
+    async fn start(policy: Policy, jitter_ms: u64) -> Arc<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let rx = Arc::new(Receiver {
+            url,
+            got: Mutex::default(),
+            seen: Mutex::default(),
+            in_flight: Mutex::default(),
+            overlaps: AtomicU64::new(0),
+            stall: AtomicBool::new(false),
+            release: Notify::new(),
+            policy,
+            jitter_ms,
+        });
+        let app = axum::Router::new().fallback(hit).with_state(rx.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        rx
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    fn got(&self) -> Vec<Got> {
+        self.got.lock().unwrap().clone()
+    }
+
+    fn at(&self, path: &str) -> Vec<Got> {
+        self.got().into_iter().filter(|g| g.path == path).collect()
+    }
+}
+
+/// Removes its (path, id) from the in-flight set however the handler ends
+/// (also when the sender goes away mid-request).
+struct InFlight(Arc<Receiver>, (String, String));
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.lock().unwrap().remove(&self.1);
+    }
+}
+
+async fn hit(State(rx): State<Arc<Receiver>>, uri: Uri, headers: HeaderMap, body: String) -> StatusCode {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let got = Got {
+        path: uri.path().to_string(),
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp").parse().unwrap_or(-1),
+        signature: header("webhook-signature"),
+        body,
+    };
+    let key = (got.path.clone(), got.id.clone());
+    if !rx.in_flight.lock().unwrap().insert(key.clone()) {
+        rx.overlaps.fetch_add(1, Ordering::SeqCst);
+    }
+    let _guard = InFlight(rx.clone(), key.clone());
+    let before = {
+        let mut seen = rx.seen.lock().unwrap();
+        let n = seen.entry(key).or_default();
+        *n += 1;
+        *n - 1
+    };
+    rx.got.lock().unwrap().push(got.clone());
+    while rx.stall.load(Ordering::SeqCst) {
+        rx.release.notified().await;
+    }
+    if rx.jitter_ms > 0 {
+        let ms = rand::thread_rng().gen_range(0..=rx.jitter_ms);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    StatusCode::from_u16((rx.policy)(&got.path, before)).unwrap()
+}
+
+fn ok(_: &str, _: u32) -> u16 {
+    200
+}
+
+fn config(workers: u32) -> WorkerConfig {
+    WorkerConfig {
+        workers,
+        batch: 16,
+        lease: Duration::from_secs(30),
+        timeout: Duration::from_secs(5),
+        idle: Duration::from_millis(20),
+        unit: Duration::from_millis(1),
+        retention: None,
+    }
+}
+
+/// Rounds of one worker until nothing is pending.
+async fn drain(hooks: &Arc<dyn WebhookStore>, cfg: WorkerConfig) {
+    let d = Deliverer::new(hooks.clone(), cfg).unwrap();
+    for _ in 0..10_000 {
+        if d.round().await.unwrap() == 0 {
+            if hooks.queue_stats().await.unwrap().pending == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    panic!("deliveries still pending: {:?}", hooks.queue_stats().await);
+}
+
+fn hold(shop: &str, k: &str, qty: i64, ttl: i64) -> ReserveRequest {
+    ReserveRequest::new(
+        crate::support::shop(shop),
+        key(k),
+        vec![line("a", qty, None)],
+        Ttl::from_secs(ttl).unwrap(),
+        false,
+        false,
+    )
+    .unwrap()
+}
+
+/// (type, reservation id) of each event a path got, with the event ids.
+fn events(got: &[Got]) -> BTreeMap<(String, i64), Vec<String>> {
+    let mut out: BTreeMap<(String, i64), Vec<String>> = BTreeMap::new();
+    for g in got {
+        let v = g.json();
+        let kind = v["type"].as_str().unwrap().to_string();
+        out.entry((kind, v["data"]["id"].as_i64().unwrap())).or_default().push(g.id.clone());
+    }
+    out
+}
+
+pub async fn each_topic_fires_once_per_change_and_only_when_subscribed(b: Backend) {
+    with_db(b, StoreConfig::default(), |db| async move {
+        let rx = Receiver::start(ok, 0).await;
+        let hooks = db.db.webhooks.clone();
+        let s1 = shop("s1");
+        let (all, secret) = subscribe(&*hooks, &s1, &rx.url("/all"), Topics::default()).await.unwrap();
+        assert_eq!(all.topics, Topics::all());
+        let claims: Topics = [Topic::ReservationClaimed].into_iter().collect();
+        let (only, _) = subscribe(&*hooks, &s1, &rx.url("/claimed"), claims).await.unwrap();
+        stock(&*db.store, "s1", "a", "wh", 60).await;
+        stock(&*db.store, "s2", "a", "wh", 60).await;
+        // 24 buyers in each shop at once: a third claim, a third release,
+        // a third leave their hold; four more holds of 1 s run out.
+        let mut tasks = Vec::new();
+        for i in 0..24 {
+            for s in ["s1", "s2"] {
+                let store = db.store.clone();
+                tasks.push(tokio::spawn(async move {
+                    let r = store.reserve(&hold(s, &format!("k{i}"), 1, 60)).await.unwrap().reservation;
+                    match i % 3 {
+                        0 => store.claim(&shop(s), r.id).await.unwrap(),
+                        1 => store.release(&shop(s), r.id).await.unwrap(),
+                        _ => r,
+                    };
+                }));
+            }
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        for i in 0..4 {
+            db.store.reserve(&hold("s1", &format!("short{i}"), 1, 1)).await.unwrap();
+        }
+        // A replay is no new hold.
+        db.store.reserve(&hold("s1", "k2", 1, 60)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        assert_eq!(db.store.expire(100).await.unwrap(), 4);
+        drain(&hooks, config(1)).await;
+
+        let got = rx.at("/all");
+        let by_event = events(&got);
+        let count = |kind: &str| by_event.keys().filter(|(k, _)| k == kind).count();
+        assert_eq!(
+            (count("reservation.held"), count("reservation.claimed"), count("reservation.released")),
+            (28, 8, 8),
+            "{by_event:?}"
+        );
+        assert_eq!(count("reservation.expired"), 4);
+        for ((kind, id), ids) in &by_event {
+            assert_eq!(ids.len(), 1, "{kind} of {id} sent {} times", ids.len());
+        }
+        let unique: HashSet<&str> = got.iter().map(|g| g.id.as_str()).collect();
+        assert_eq!(unique.len(), got.len(), "event ids are unique");
+        for g in &got {
+            let v = g.json();
+            assert_eq!(v["id"], g.id.as_str());
+            assert_eq!(v["shop"], "s1");
+            assert!(v["created_at"].as_str().is_some_and(|t| t.ends_with('Z')), "{v}");
+            assert_eq!(sign(&secret, &g.id, g.timestamp, &g.body).unwrap(), g.signature, "signature of {}", g.id);
+            assert!((chrono::Utc::now().timestamp() - g.timestamp).abs() < 60);
+            // The data is the reservation as the API answers it, in the state
+            // the event names.
+            let id = ReservationId::new(v["data"]["id"].as_i64().unwrap()).unwrap();
+            let now = db.store.get(&s1, id).await.unwrap();
+            let status = v["type"].as_str().unwrap().strip_prefix("reservation.").unwrap();
+            assert_eq!(v["data"]["status"], status);
+            let mut want = serde_json::to_value(&now).unwrap();
+            want["status"] = status.into();
+            if status == "held" && now.status != ReservationStatus::Held {
+                want["expires_at"] = v["data"]["expires_at"].clone();
+            }
+            assert_eq!(v["data"], want);
+        }
+        // The claims-only subscription got the same claim events, nothing else.
+        let claimed = rx.at("/claimed");
+        assert_eq!(claimed.len(), 8);
+        let claim_ids: HashSet<&String> =
+            by_event.iter().filter(|((k, _), _)| k == "reservation.claimed").flat_map(|(_, ids)| ids).collect();
+        assert!(claimed.iter().all(|g| claim_ids.contains(&g.id)));
+        // s2 subscribed to nothing: nothing was written for it.
+        assert!(hooks.list_deliveries(&shop("s2"), None, 100).await.unwrap().is_empty());
+        assert!(got.iter().all(|g| !g.body.contains("\"s2\"")));
+        let listed = hooks.list_deliveries(&s1, Some(DeliveryStatus::Delivered), 1_000).await.unwrap();
+        assert_eq!(listed.len(), got.len() + claimed.len());
+        assert!(listed.iter().all(|d| d.attempts == 1 && d.last_status == Some(200) && d.delivered_at.is_some()));
+
+        // Removed, a subscription gets nothing more.
+        assert!(hooks.remove_subscription(&s1, &only.id).await.unwrap());
+        assert!(!hooks.remove_subscription(&s1, &only.id).await.unwrap());
+        let r = db.store.reserve(&hold("s1", "after", 1, 60)).await.unwrap().reservation;
+        db.store.claim(&s1, r.id).await.unwrap();
+        drain(&hooks, config(1)).await;
+        assert_eq!(rx.at("/claimed").len(), 8);
+        assert_eq!(rx.at("/all").len(), got.len() + 2);
+        let subs = hooks.list_subscriptions(&s1).await.unwrap();
+        assert_eq!(subs.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), [all.id.as_str()]);
+        db.assert_audit_clean().await;
+    })
+    .await;
+}
+
+fn flaky(path: &str, before: u32) -> u16 {
+    match path {
+        "/flaky" if before < 2 => 500,
+        "/gone" => 410,
+        _ => 200,
+    }
+}
+
+pub async fn failures_are_retried_with_the_same_id_and_410_disables(b: Backend) {
+    with_db(b, StoreConfig::default(), |db| async move {
+        let rx = Receiver::start(flaky, 0).await;
+        let hooks = db.db.webhooks.clone();
+        let s1 = shop("s1");
+        let held: Topics = [Topic::ReservationHeld].into_iter().collect();
+        subscribe(&*hooks, &s1, &rx.url("/flaky"), held).await.unwrap();
+        let (gone, _) = subscribe(&*hooks, &s1, &rx.url("/gone"), held).await.unwrap();
+        stock(&*db.store, "s1", "a", "wh", 10).await;
+        for i in 0..3 {
+            db.store.reserve(&hold("s1", &format!("k{i}"), 1, 60)).await.unwrap();
+        }
+        drain(&hooks, config(1)).await;
+        // Three attempts each (5 and 300 schedule units apart), one id.
+        let flaky_got = rx.at("/flaky");
+        assert_eq!(flaky_got.len(), 9);
+        let per_id = events(&flaky_got);
+        assert_eq!(per_id.len(), 3);
+        assert!(per_id.values().all(|ids| ids.len() == 3 && ids.iter().all(|i| *i == ids[0])), "{per_id:?}");
+        let delivered = hooks.list_deliveries(&s1, Some(DeliveryStatus::Delivered), 100).await.unwrap();
+        assert_eq!(delivered.len(), 3);
+        assert!(delivered.iter().all(|d| d.attempts == 3));
+        // 410 on the first attempt: the subscription is disabled, all of its
+        // deliveries dead, and it is written to no more.
+        let subs = hooks.list_subscriptions(&s1).await.unwrap();
+        assert!(subs.iter().find(|s| s.id == gone.id).unwrap().disabled_at.is_some());
+        let dead = hooks.list_deliveries(&s1, Some(DeliveryStatus::Dead), 100).await.unwrap();
+        assert_eq!(dead.len(), 3, "{dead:?}");
+        assert!(dead.iter().all(|d| d.subscription == gone.id));
+        assert!(rx.at("/gone").len() <= 3);
+        db.store.reserve(&hold("s1", "later", 1, 60)).await.unwrap();
+        let pending = hooks.list_deliveries(&s1, Some(DeliveryStatus::Pending), 100).await.unwrap();
+        assert_eq!(pending.len(), 1);
+        assert!(pending[0].subscription != gone.id);
+        // A dead delivery can be sent again by hand.
+        assert!(hooks.retry_delivery(&s1, dead[0].id).await.unwrap());
+        assert!(!hooks.retry_delivery(&s1, dead[0].id).await.unwrap());
+        assert!(!hooks.retry_delivery(&shop("other"), dead[1].id).await.unwrap());
+        let pending = hooks.list_deliveries(&s1, Some(DeliveryStatus::Pending), 100).await.unwrap();
+        assert_eq!(pending.len(), 2);
+    })
+    .await;
+}
+
+pub async fn a_worker_killed_mid_batch_loses_nothing(b: Backend) {
+    with_db(b, StoreConfig::default(), |db| async move {
+        let rx = Receiver::start(ok, 0).await;
+        let hooks = db.db.webhooks.clone();
+        let s1 = shop("s1");
+        subscribe(&*hooks, &s1, &rx.url("/x"), Topics::all()).await.unwrap();
+        stock(&*db.store, "s1", "a", "wh", 100).await;
+        for i in 0..40 {
+            db.store.reserve(&hold("s1", &format!("k{i}"), 1, 600)).await.unwrap();
+        }
+        // The first worker leases a batch and sends it; the receiver holds
+        // the requests; the worker is killed with them in flight.
+        rx.stall.store(true, Ordering::SeqCst);
+        let lease = Duration::from_millis(1_500);
+        let first = Deliverer::new(hooks.clone(), WorkerConfig { lease, ..config(1) }).unwrap();
+        let leased = std::time::Instant::now();
+        let task = tokio::spawn(async move { first.round().await });
+        while rx.got().len() < 16 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        task.abort();
+        let in_flight: HashSet<String> = rx.got().iter().map(|g| g.id.clone()).collect();
+        assert_eq!(in_flight.len(), 16);
+        rx.stall.store(false, Ordering::SeqCst);
+        rx.release.notify_waiters();
+        // Another worker: the other 24 at once, the killed worker's 16 when
+        // their lease has run out.
+        drain(&hooks, WorkerConfig { lease, ..config(1) }).await;
+        assert!(leased.elapsed() >= lease, "the lease was not waited for");
+        let got = rx.got();
+        let mut times: HashMap<&str, u32> = HashMap::new();
+        for g in &got {
+            *times.entry(g.id.as_str()).or_default() += 1;
+        }
+        assert_eq!(times.len(), 40, "every event delivered");
+        for (id, n) in &times {
+            let expected = if in_flight.contains(*id) { 2 } else { 1 };
+            assert_eq!(*n, expected, "{id}");
+        }
+        let delivered = hooks.list_deliveries(&s1, Some(DeliveryStatus::Delivered), 100).await.unwrap();
+        assert_eq!(delivered.len(), 40);
+        assert_eq!(delivered.iter().filter(|d| d.attempts == 2).count(), 16);
+    })
+    .await;
+}
+
+/// `subscriptions` × `holds` deliveries by four workers at once.
+pub async fn many_workers_send_each_delivery_once(b: Backend, holds: usize, subscriptions: usize) {
+    with_db(b, StoreConfig::default(), move |db| async move {
+        let rx = Receiver::start(ok, 3).await;
+        let hooks = db.db.webhooks.clone();
+        let s1 = shop("s1");
+        let held: Topics = [Topic::ReservationHeld].into_iter().collect();
+        for n in 0..subscriptions {
+            subscribe(&*hooks, &s1, &rx.url(&format!("/{n}")), held).await.unwrap();
+        }
+        stock(&*db.store, "s1", "a", "wh", holds as i64).await;
+        let mut tasks = Vec::new();
+        for c in 0..16 {
+            let store = db.store.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in (c..holds).step_by(16) {
+                    store.reserve(&hold("s1", &format!("k{i}"), 1, 600)).await.unwrap();
+                }
+            }));
+        }
+        let (stop, stopped) = watch::channel(false);
+        let workers = tokio::spawn(Deliverer::new(hooks.clone(), config(4)).unwrap().run(stopped));
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let want = holds * subscriptions;
+        let deadline = std::time::Instant::now() + Duration::from_secs(300);
+        while rx.got().len() < want && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Let any duplicate arrive before counting.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        stop.send(true).unwrap();
+        workers.await.unwrap();
+        let got = rx.got();
+        let distinct: HashSet<(String, String)> = got.iter().map(|g| (g.path.clone(), g.id.clone())).collect();
+        assert_eq!(distinct.len(), want, "deliveries lost");
+        assert_eq!(got.len(), want, "a delivery was sent twice");
+        assert_eq!(rx.overlaps.load(Ordering::SeqCst), 0, "two workers sent one delivery at once");
+        assert_eq!(hooks.queue_stats().await.unwrap().pending, 0);
+    })
+    .await;
+}
+
+pub async fn four_workers_share_the_queue(b: Backend) {
+    many_workers_send_each_delivery_once(b, 200, 5).await
+}
+
+/// 10,000 deliveries: 2,000 holds to five subscriptions.
+pub async fn ten_thousand_deliveries_by_four_workers(b: Backend) {
+    many_workers_send_each_delivery_once(b, 2_000, 5).await
+}
