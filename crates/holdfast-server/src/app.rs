@@ -15,7 +15,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use holdfast_sql::{ConnectOptions, StoreConfig};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -27,7 +27,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::auth::Authenticator;
 use crate::error::{ApiError, Enveloped};
-use crate::routes::{admin, health, reservations, stock};
+use crate::routes::{admin, health, reservations, stock, webhooks};
 use crate::settings::Settings;
 use crate::state::AppState;
 use holdfast_sql::Sweeper;
@@ -49,6 +49,8 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{shop}/items/{{item}}/locations/{{location}}"), put(stock::set))
         .route(&format!("{shop}/items/{{item}}/locations/{{location}}/adjust"), post(stock::adjust))
         .route(&format!("{shop}/items/{{item}}/locations/{{location}}/fulfil"), post(stock::fulfil))
+        .route(&format!("{shop}/webhooks"), post(webhooks::create).get(webhooks::list))
+        .route(&format!("{shop}/webhooks/{{id}}"), delete(webhooks::remove))
         // Only matched /v1 routes: an unknown route stays a 404 whatever the header.
         .route_layer(middleware::from_fn(conn_tag));
     Router::new()
@@ -251,13 +253,23 @@ impl Application {
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let (stop, stopped) = watch::channel(false);
         let sweeper =
-            self.state.settings.sweep_interval().map(|every| tokio::spawn(self.sweeper().run(every, stopped)));
+            self.state.settings.sweep_interval().map(|every| tokio::spawn(self.sweeper().run(every, stopped.clone())));
+        let workers = self.state.settings.webhook_workers();
+        let webhooks = match workers.workers {
+            0 => None,
+            _ => Some(tokio::spawn(
+                crate::webhooks::Deliverer::new(self.state.db.webhooks.clone(), workers)
+                    .context("starting the webhook workers")?
+                    .run(stopped),
+            )),
+        };
         let settings = self.state.settings.clone();
         tracing::info!(
             listen = %self.local_addr(),
             scheme = if self.tls.is_some() { "https" } else { "http" },
             backend = self.state.store.backend().name(),
             sweep_interval_ms = settings.sweep_interval_ms,
+            webhook_workers = settings.webhook_workers,
             "holdfast serving"
         );
         let app = router(self.state);
@@ -275,7 +287,7 @@ impl Application {
         }
         .context("serving");
         let _ = stop.send(true);
-        if let Some(task) = sweeper {
+        for task in [sweeper, webhooks].into_iter().flatten() {
             let _ = task.await;
         }
         tracing::info!("stopped");

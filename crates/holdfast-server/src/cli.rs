@@ -71,6 +71,36 @@ pub struct ServeArgs {
     /// Prefix of every Redis key [default: hf:].
     #[arg(long, env = "HOLDFAST_REDIS_PREFIX", value_name = "PREFIX")]
     pub redis_prefix: Option<String>,
+    #[command(flatten)]
+    pub webhooks: WebhookFlags,
+}
+
+/// Webhook delivery, for `holdfast serve` and `holdfast worker`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct WebhookFlags {
+    /// Webhook delivery workers in this process; 0: none (run `holdfast
+    /// worker` instead) [default: 2].
+    #[arg(long, env = "HOLDFAST_WEBHOOK_WORKERS", value_name = "N")]
+    pub webhook_workers: Option<u32>,
+    /// One step of the retry schedule (5 s, 5 min, 30 min, … at 1000) [default: 1000].
+    #[arg(long, env = "HOLDFAST_WEBHOOK_RETRY_UNIT_MS", value_name = "MS")]
+    pub webhook_retry_unit_ms: Option<u64>,
+    /// How long a delivery stays leased to the worker sending it [default: 60000].
+    #[arg(long, env = "HOLDFAST_WEBHOOK_LEASE_MS", value_name = "MS")]
+    pub webhook_lease_ms: Option<u64>,
+    /// Seconds delivered webhook deliveries are kept; 0 keeps them [default: 604800].
+    #[arg(long, env = "HOLDFAST_WEBHOOK_RETENTION", value_name = "SECONDS")]
+    pub webhook_retention: Option<u64>,
+}
+
+impl WebhookFlags {
+    fn apply(&self, s: &mut Settings) {
+        let w = self;
+        macro_rules! overlay {
+            ($($field:ident),*) => { $(if let Some(v) = w.$field { s.$field = v; })* };
+        }
+        overlay!(webhook_workers, webhook_retry_unit_ms, webhook_lease_ms, webhook_retention);
+    }
 }
 
 /// The global database flags of the CLI (`--database-url`, `--max-connections`,
@@ -90,23 +120,7 @@ pub struct DbFlags {
 impl ServeArgs {
     /// Defaults, then the TOML file, then environment and flags.
     pub fn settings(&self, db: &DbFlags) -> anyhow::Result<Settings> {
-        let mut s = match &self.config {
-            Some(path) => Settings::from_toml_file(path)?,
-            None => Settings::default(),
-        };
-        if db.database_url.is_some() {
-            s.database_url = db.database_url.clone();
-            s.database_url_file = None;
-        }
-        s.lifetimes = db.lifetimes;
-        s.max_connections = db.max_connections;
-        s.pool_cap = db.pool_cap;
-        if let Some(on) = db.coalesce {
-            s.coalesce = on;
-        }
-        if let Some(n) = db.coalesce_max_batch {
-            s.coalesce_max_batch = n;
-        }
+        let mut s = db.settings(self.config.as_deref())?;
         macro_rules! overlay {
             ($($field:ident),*) => { $(if let Some(v) = self.$field { s.$field = v; })* };
         }
@@ -127,6 +141,7 @@ impl ServeArgs {
         if let Some(p) = &self.redis_prefix {
             s.redis_prefix = p.clone();
         }
+        self.webhooks.apply(&mut s);
         s.insecure_no_auth |= self.insecure_no_auth;
         if self.no_migrate {
             s.migrate = false;
@@ -135,6 +150,102 @@ impl ServeArgs {
         s.resolve_files()?;
         Ok(s)
     }
+}
+
+impl DbFlags {
+    /// Defaults, then the TOML file, then these flags.
+    fn settings(&self, config: Option<&std::path::Path>) -> anyhow::Result<Settings> {
+        let db = self;
+        let mut s = match config {
+            Some(path) => Settings::from_toml_file(path)?,
+            None => Settings::default(),
+        };
+        if db.database_url.is_some() {
+            s.database_url = db.database_url.clone();
+            s.database_url_file = None;
+        }
+        s.lifetimes = db.lifetimes;
+        s.max_connections = db.max_connections;
+        s.pool_cap = db.pool_cap;
+        if let Some(on) = db.coalesce {
+            s.coalesce = on;
+        }
+        if let Some(n) = db.coalesce_max_batch {
+            s.coalesce_max_batch = n;
+        }
+        Ok(s)
+    }
+}
+
+/// Flags of `holdfast worker`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerArgs {
+    /// TOML file with the keys of `holdfast serve` (the webhook_… keys and
+    /// the database's are used; flags and environment win over it).
+    #[arg(long, env = "HOLDFAST_CONFIG", value_name = "FILE.toml")]
+    pub config: Option<PathBuf>,
+    /// Log lines as text or JSON [default: text].
+    #[arg(long, env = "HOLDFAST_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    #[command(flatten)]
+    pub webhooks: WebhookFlags,
+}
+
+/// `holdfast worker`: webhook delivery workers without the HTTP service,
+/// until Ctrl-C or SIGTERM. Leave the schema to `holdfast migrate` (or a
+/// `serve`); the embedded SQLite default is migrated here.
+pub async fn worker(args: WorkerArgs, db: DbFlags) -> ExitCode {
+    let settings = match db.settings(args.config.as_deref()).and_then(|mut s| {
+        if let Some(f) = args.log_format {
+            s.log_format = f;
+        }
+        args.webhooks.apply(&mut s);
+        s.validate()?;
+        anyhow::ensure!(s.webhook_workers > 0, "webhook_workers is 0: a worker with no workers has nothing to do");
+        s.resolve_files()?;
+        Ok(s)
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error[invalid_config]: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    logging::init(settings.log_format);
+    let url = settings.database_url();
+    let mut opts = ConnectOptions::new(&url);
+    opts.max_connections = settings.max_connections;
+    (opts.max_lifetime, opts.idle_timeout) = settings.lifetimes;
+    let started = async {
+        let database = holdfast_sql::open(&opts).await?;
+        if url.starts_with("sqlite:") {
+            database.store.migrate().await?;
+        }
+        Ok::<_, holdfast_core::Error>(database)
+    };
+    let database = match started.await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            return ExitCode::from(5);
+        }
+    };
+    let cfg = settings.webhook_workers();
+    tracing::info!(workers = cfg.workers, backend = database.store.backend().name(), "holdfast webhook worker");
+    let deliverer = match crate::webhooks::Deliverer::new(database.webhooks.clone(), cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "cannot start");
+            return ExitCode::from(5);
+        }
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(deliverer.run(stopped));
+    shutdown_signal().await;
+    tracing::info!("stopping: finishing the deliveries in flight");
+    let _ = stop.send(true);
+    let _ = run.await;
+    ExitCode::SUCCESS
 }
 
 /// `holdfast serve`: runs until Ctrl-C or SIGTERM.

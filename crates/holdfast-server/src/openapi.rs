@@ -24,6 +24,9 @@ use crate::{api, error, routes};
         routes::stock::adjust,
         routes::stock::fulfil,
         routes::stock::levels,
+        routes::webhooks::create,
+        routes::webhooks::list,
+        routes::webhooks::remove,
         routes::admin::audit,
         routes::admin::connections,
         routes::admin::modes,
@@ -33,7 +36,7 @@ use crate::{api, error, routes};
         routes::health::healthz,
         routes::health::readyz,
     ),
-    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody, routes::admin::ConnectionsBody, holdfast_core::ConnHold, routes::admin::KillSwitchBody)),
+    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody, routes::admin::ConnectionsBody, holdfast_core::ConnHold, routes::admin::KillSwitchBody, routes::webhooks::CreateWebhook, routes::webhooks::WebhookBody, routes::webhooks::CreatedWebhook, routes::webhooks::WebhookList)),
     modifiers(&Bearer)
 )]
 #[derive(Debug)]

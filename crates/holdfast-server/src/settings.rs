@@ -81,6 +81,16 @@ pub struct Settings {
     pub coalesce: bool,
     /// Most requests in one coalesced batch.
     pub coalesce_max_batch: u32,
+    /// Webhook delivery workers in this process; 0 leaves delivery to
+    /// `holdfast worker` processes.
+    pub webhook_workers: u32,
+    /// One step of the retry schedule (5, 300, 1800, … steps), in ms.
+    pub webhook_retry_unit_ms: u64,
+    /// How long a worker's lease on a delivery lasts before another worker
+    /// may send it again (it is taken for dead), in ms.
+    pub webhook_lease_ms: u64,
+    /// Seconds delivered webhook deliveries are kept; 0 keeps them.
+    pub webhook_retention: u64,
 }
 
 /// Seven days: longer than any checkout retries a request, and than the
@@ -114,6 +124,10 @@ impl Default for Settings {
             tls_key: None,
             coalesce: true,
             coalesce_max_batch: 64,
+            webhook_workers: 2,
+            webhook_retry_unit_ms: 1_000,
+            webhook_lease_ms: 60_000,
+            webhook_retention: DEFAULT_RETENTION_SECS,
         }
     }
 }
@@ -148,6 +162,17 @@ impl Settings {
         (self.retention > 0).then(|| Duration::from_secs(self.retention))
     }
 
+    /// How the webhook workers of this process run.
+    pub fn webhook_workers(&self) -> crate::webhooks::WorkerConfig {
+        crate::webhooks::WorkerConfig {
+            workers: self.webhook_workers,
+            unit: Duration::from_millis(self.webhook_retry_unit_ms),
+            lease: Duration::from_millis(self.webhook_lease_ms),
+            retention: (self.webhook_retention > 0).then(|| Duration::from_secs(self.webhook_retention)),
+            ..Default::default()
+        }
+    }
+
     pub fn sweep_interval(&self) -> Option<Duration> {
         (self.sweep_interval_ms > 0).then(|| Duration::from_millis(self.sweep_interval_ms))
     }
@@ -161,6 +186,12 @@ impl Settings {
         anyhow::ensure!((1..=100_000).contains(&self.sweep_batch), "sweep_batch must be 1…100000");
         anyhow::ensure!((1..=1_000).contains(&self.coalesce_max_batch), "coalesce_max_batch must be 1…1000");
         anyhow::ensure!(self.tls_cert.is_some() == self.tls_key.is_some(), "tls_cert and tls_key go together");
+        anyhow::ensure!(self.webhook_workers <= 64, "webhook_workers must be 0…64");
+        anyhow::ensure!(self.webhook_retry_unit_ms > 0, "webhook_retry_unit_ms must be positive");
+        anyhow::ensure!(
+            self.webhook_lease_ms > crate::webhooks::WorkerConfig::default().timeout.as_millis() as u64,
+            "webhook_lease_ms must be longer than a delivery's 10 s timeout"
+        );
         anyhow::ensure!(
             self.database_url.is_none() || self.database_url_file.is_none(),
             "give database_url or database_url_file, not both"

@@ -67,16 +67,19 @@ impl Event {
 }
 
 impl Outbox {
-    /// The subscriptions of `shop` that want `topic` (usually none). Fails
-    /// only while the subscriptions were never read (the database is down):
+    /// The subscriptions of `shop` that want `topic` (usually none). `c`: a
+    /// connection the caller holds (its transaction), for the first read of
+    /// the subscriptions; without one, one is taken from the pool. Fails only
+    /// while the subscriptions were never read (the database is down):
     /// nothing is written without knowing who wants it.
     pub(crate) async fn wanted<D: Dialect>(
         &self,
         store: &SqlStore<D>,
+        c: Option<&mut Conn<D>>,
         shop: &ShopId,
         topic: Topic,
     ) -> sqlx::Result<Vec<String>> {
-        self.fresh(store).await?;
+        self.fresh(store, c).await?;
         let view = self.view.read().expect("outbox view");
         Ok(view
             .shops
@@ -89,21 +92,25 @@ impl Outbox {
     pub(crate) async fn wants<D: Dialect>(
         &self,
         store: &SqlStore<D>,
+        c: Option<&mut Conn<D>>,
         shop: &ShopId,
         topic: Topic,
     ) -> sqlx::Result<bool> {
-        Ok(!self.wanted(store, shop, topic).await?.is_empty())
+        Ok(!self.wanted(store, c, shop, topic).await?.is_empty())
     }
 
     /// Makes sure the view is loaded; starts a reload in the background when
     /// it is older than [`REFRESH`] (a failed one keeps the view it had).
-    async fn fresh<D: Dialect>(&self, store: &SqlStore<D>) -> sqlx::Result<()> {
+    async fn fresh<D: Dialect>(&self, store: &SqlStore<D>, c: Option<&mut Conn<D>>) -> sqlx::Result<()> {
         let loaded = self.view.read().expect("outbox view").loaded;
         match loaded {
             None => {
                 let _first = self.first.lock().await;
                 if self.view.read().expect("outbox view").loaded.is_none() {
-                    self.reload(store).await?;
+                    match c {
+                        Some(c) => self.load::<D>(c).await?,
+                        None => self.reload(store).await?,
+                    }
                 }
             }
             Some(at) if at.elapsed() >= REFRESH => {
@@ -123,19 +130,23 @@ impl Outbox {
         Ok(())
     }
 
-    /// Reads every enabled subscription again.
+    /// Reads every enabled subscription again, on a connection of its own.
     pub(crate) async fn reload<D: Dialect>(&self, store: &SqlStore<D>) -> sqlx::Result<()> {
-        let rows = tag::op("webhook", async {
+        tag::op("webhook", async {
             let mut c = store.pool.acquire().await?;
             let _lease = tag::Lease::start();
-            run::all::<D, _>(&mut c, Stmt::WebhookSubsLive, &[], |r| {
-                Ok((
-                    run::name::<D::Db, ShopId>(r, "shop_id")?,
-                    D::Db::text(r, "id")?,
-                    Topics::parse_list(&D::Db::text(r, "topics")?).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                ))
-            })
-            .await
+            self.load::<D>(&mut c).await
+        })
+        .await
+    }
+
+    async fn load<D: Dialect>(&self, c: &mut Conn<D>) -> sqlx::Result<()> {
+        let rows = run::all::<D, _>(c, Stmt::WebhookSubsLive, &[], |r| {
+            Ok((
+                run::name::<D::Db, ShopId>(r, "shop_id")?,
+                D::Db::text(r, "id")?,
+                Topics::parse_list(&D::Db::text(r, "topics")?).map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+            ))
         })
         .await?;
         let mut shops: HashMap<ShopId, Vec<(String, Topics)>> = HashMap::new();
@@ -156,7 +167,7 @@ impl<D: Dialect> SqlStore<D> {
         let now = Utc::now();
         let mut rows = Vec::new();
         for e in events {
-            let subs = self.outbox.wanted(self, &e.shop, e.topic).await?;
+            let subs = self.outbox.wanted(self, Some(&mut *tx), &e.shop, e.topic).await?;
             if subs.is_empty() {
                 continue;
             }
@@ -199,7 +210,7 @@ impl<D: Dialect> SqlStore<D> {
         }
         let mut events = Vec::new();
         for (shop, mut ids) in by_shop {
-            if !self.outbox.wants(self, shop, Topic::ReservationExpired).await? {
+            if !self.outbox.wants(self, Some(&mut *tx), shop, Topic::ReservationExpired).await? {
                 continue;
             }
             ids.sort();

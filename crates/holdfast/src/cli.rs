@@ -146,6 +146,76 @@ pub enum Command {
     ConnReport(holdfast_server::cli::ConnReportArgs),
     /// Migration from Redis: modes per shop, rollout, kill switch, reconcile.
     Mode(holdfast_redis::cli::ModeArgs),
+    /// Webhook subscriptions of a shop: add, list, remove.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+    /// The webhook deliveries of a shop: list them, send a dead one again.
+    #[command(subcommand)]
+    Events(EventsCommand),
+    /// Deliver webhooks without the HTTP service.
+    Worker(holdfast_server::cli::WorkerArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Subscribe a URL to a shop's events; prints the subscription and its
+    /// secret (shown this once).
+    Add {
+        #[arg(long)]
+        shop: ShopId,
+        /// Where deliveries are POSTed (http:// or https://).
+        #[arg(long)]
+        url: String,
+        /// A topic to send (repeat for more; default: every topic):
+        /// reservation.held, reservation.claimed, reservation.released,
+        /// reservation.expired.
+        #[arg(long = "topic", value_name = "TOPIC")]
+        topics: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The shop's subscriptions, oldest first (no secrets).
+    List {
+        #[arg(long)]
+        shop: ShopId,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a subscription; its deliveries not yet made are dropped.
+    Remove {
+        #[arg(long)]
+        shop: ShopId,
+        /// The subscription's id (`wh_…`).
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// The shop's deliveries, newest first.
+    List {
+        #[arg(long)]
+        shop: ShopId,
+        /// Only pending, delivered or dead ones.
+        #[arg(long)]
+        status: Option<holdfast_core::DeliveryStatus>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a dead delivery again: back to pending, due now.
+    Retry {
+        #[arg(long)]
+        shop: ShopId,
+        /// The delivery's id, as `events list` shows it.
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,7 @@ use holdfast_bench::flash_sale::{self, FlashSale};
 use holdfast_bench::target::StoreTarget;
 use holdfast_core::{Error, IdempotencyKey, ReserveRequest, ShopId, StockChange, StockRequest, Store, Ttl};
 use holdfast_sql::ConnectOptions;
+use serde_json::json;
 
 use crate::cli::{Cli, Command, DbArgs, StockCommand};
 use crate::output::Printer;
@@ -74,6 +75,51 @@ async fn open_database(db: &DbArgs, url: Option<String>) -> Result<holdfast_sql:
         database.store.migrate().await?;
     }
     Ok(database)
+}
+
+/// `holdfast webhook …`.
+async fn webhook(db: &DbArgs, cmd: cli::WebhookCommand) -> Result<ExitCode, Failure> {
+    use cli::WebhookCommand::*;
+    match cmd {
+        Add { shop, url, topics, json } => {
+            let topics = holdfast_server::routes::webhooks::topics(&topics).or_fail(json)?;
+            let hooks = open_database(db, None).await.or_fail(json)?.webhooks;
+            let (sub, secret) =
+                holdfast_server::webhooks::subscribe(&*hooks, &shop, &url, topics).await.or_fail(json)?;
+            Printer { json }.subscribed(&sub, &secret);
+        }
+        List { shop, json } => {
+            let hooks = open_database(db, None).await.or_fail(json)?.webhooks;
+            Printer { json }.subscriptions(&hooks.list_subscriptions(&shop).await.or_fail(json)?);
+        }
+        Remove { shop, id, json } => {
+            let hooks = open_database(db, None).await.or_fail(json)?.webhooks;
+            if !hooks.remove_subscription(&shop, &id).await.or_fail(json)? {
+                return Ok(Printer { json }.not_found(&format!("shop {shop} has no webhook subscription {id}")));
+            }
+            Printer { json }.done(&format!("removed webhook subscription {id}"), json!({ "removed": id }));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `holdfast events …`.
+async fn events(db: &DbArgs, cmd: cli::EventsCommand) -> Result<ExitCode, Failure> {
+    use cli::EventsCommand::*;
+    match cmd {
+        List { shop, status, limit, json } => {
+            let hooks = open_database(db, None).await.or_fail(json)?.webhooks;
+            Printer { json }.deliveries(&hooks.list_deliveries(&shop, status, limit).await.or_fail(json)?);
+        }
+        Retry { shop, id, json } => {
+            let hooks = open_database(db, None).await.or_fail(json)?.webhooks;
+            if !hooks.retry_delivery(&shop, id).await.or_fail(json)? {
+                return Ok(Printer { json }.not_found(&format!("shop {shop} has no dead delivery {id}")));
+            }
+            Printer { json }.done(&format!("delivery {id} is pending again"), json!({ "retried": id }));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn db_flags(db: &DbArgs) -> holdfast_server::cli::DbFlags {
@@ -174,6 +220,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Serve(a) => return Ok(holdfast_server::cli::serve(a, db_flags(&db)).await),
         Command::Token(cmd) => return Ok(holdfast_server::cli::token(cmd, db_flags(&db)).await),
         Command::ConnReport(a) => return Ok(holdfast_server::cli::conn_report(a).await),
+        Command::Worker(a) => return Ok(holdfast_server::cli::worker(a, db_flags(&db)).await),
+        Command::Webhook(cmd) => return webhook(&db, cmd).await,
+        Command::Events(cmd) => return events(&db, cmd).await,
         Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
         Command::Bench(cli::BenchCommand::Verify(a)) => return bench::verify(&db, a).await,

@@ -3,7 +3,9 @@
 //! `{"error": code, "message": …}` with `--json`.
 
 use holdfast_bench::flash_sale::FlashSaleReport;
-use holdfast_core::{AuditReport, AuditRow, Error, ItemId, ItemLevels, LocationLevel, Reservation};
+use holdfast_core::{
+    AuditReport, AuditRow, Delivery, Error, ItemId, ItemLevels, LocationLevel, Reservation, Subscription,
+};
 use serde_json::json;
 
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +90,103 @@ impl Printer {
 
     /// A sweep's count, and with `--retention` how many finished
     /// reservations were removed.
+    /// `not_found` with a message of its own; exit code 4, as for a
+    /// reservation.
+    pub fn not_found(&self, message: &str) -> std::process::ExitCode {
+        if self.json {
+            self.emit(json!({ "error": "not_found", "message": message }));
+        } else {
+            eprintln!("error[not_found]: {message}");
+        }
+        std::process::ExitCode::from(4)
+    }
+
+    /// A line of text, or the JSON value.
+    pub fn done(&self, text: &str, value: serde_json::Value) {
+        if self.json { self.emit(value) } else { println!("{text}") }
+    }
+
+    pub fn subscribed(&self, s: &Subscription, secret: &str) {
+        let topics: Vec<&str> = s.topics.iter().map(|t| t.as_str()).collect();
+        if self.json {
+            self.emit(json!({ "id": s.id, "url": s.url, "topics": topics, "secret": secret }));
+        } else {
+            println!("webhook subscription {} for shop {}", s.id, s.shop);
+            println!("  url     {}", s.url);
+            println!("  topics  {}", topics.join(", "));
+            println!("  secret  {secret}");
+            println!("The secret is shown this once: keep it to verify the webhook-signature of each delivery.");
+        }
+    }
+
+    pub fn subscriptions(&self, subs: &[Subscription]) {
+        let row = |s: &Subscription| {
+            json!({
+                "id": s.id,
+                "url": s.url,
+                "topics": s.topics.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+                "created_at": s.created_at,
+                "disabled_at": s.disabled_at,
+            })
+        };
+        if self.json {
+            self.emit(json!({ "webhooks": subs.iter().map(row).collect::<Vec<_>>() }));
+            return;
+        }
+        if subs.is_empty() {
+            println!("no webhook subscriptions");
+        }
+        for s in subs {
+            let state = match s.disabled_at {
+                Some(at) => format!("disabled {} (410 Gone)", at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                None => "enabled".into(),
+            };
+            println!("{}  {}  {}  [{}]", s.id, state, s.url, s.topics.to_list());
+        }
+    }
+
+    pub fn deliveries(&self, list: &[Delivery]) {
+        let row = |d: &Delivery| {
+            json!({
+                "id": d.id,
+                "event_id": d.event_id,
+                "subscription": d.subscription,
+                "type": d.topic.as_str(),
+                "status": d.status.as_str(),
+                "attempts": d.attempts,
+                "created_at": d.created_at,
+                "next_attempt_at": d.next_attempt_at,
+                "last_status": d.last_status,
+                "last_error": d.last_error,
+                "delivered_at": d.delivered_at,
+            })
+        };
+        if self.json {
+            self.emit(json!({ "deliveries": list.iter().map(row).collect::<Vec<_>>() }));
+            return;
+        }
+        if list.is_empty() {
+            println!("no deliveries");
+            return;
+        }
+        println!("{:>10}  {:<10} {:>8}  {:<22} {:<30} last answer", "id", "status", "attempts", "type", "event");
+        for d in list {
+            let last = match (d.last_status, &d.last_error) {
+                (Some(s), _) => s.to_string(),
+                (None, Some(e)) => e.clone(),
+                (None, None) => "-".into(),
+            };
+            println!(
+                "{:>10}  {:<10} {:>8}  {:<22} {:<30} {last}",
+                d.id,
+                d.status.as_str(),
+                d.attempts,
+                d.topic.as_str(),
+                d.event_id
+            );
+        }
+    }
+
     pub fn expired(&self, n: u64, purged: Option<u64>) {
         if self.json {
             match purged {

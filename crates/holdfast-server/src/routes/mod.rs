@@ -6,6 +6,7 @@ pub mod admin;
 pub mod health;
 pub mod reservations;
 pub mod stock;
+pub mod webhooks;
 
 use axum::Json;
 use axum::extract::Path;

@@ -185,7 +185,7 @@ impl<D: Dialect> SqlStore<D> {
         let Some(first) = reqs.first() else { return Ok(Batch::default()) };
         let shop = first.shop();
         let plan = Plan::of(reqs);
-        let events = self.outbox.wants(self, shop, Topic::ReservationHeld).await?;
+        let events = self.outbox.wants(self, None, shop, Topic::ReservationHeld).await?;
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
         let keys: Vec<&IdempotencyKey> = reqs.iter().map(|r| r.key()).collect();

@@ -125,7 +125,7 @@ impl<D: Dialect> SqlStore<D> {
         // With a subscription to new holds, the hold and its event are
         // written in one transaction: the one-statement form has no room
         // for the event.
-        if D::ONE_STATEMENT_FAST_PATH && !self.outbox.wants(self, req.shop(), Topic::ReservationHeld).await? {
+        if D::ONE_STATEMENT_FAST_PATH && !self.outbox.wants(self, None, req.shop(), Topic::ReservationHeld).await? {
             let fast = {
                 let mut c = self.pool.acquire().await?;
                 let _lease = tag::Lease::transaction();

@@ -170,7 +170,7 @@ impl<D: Dialect> SqlStore<D> {
                 Held => continue,
             };
             let Some(head) = heads.get(&id) else { continue };
-            if !self.outbox.wants(self, shop, topic).await? {
+            if !self.outbox.wants(self, Some(&mut *tx), shop, topic).await? {
                 continue;
             }
             let of = match lines.get(&id) {
