@@ -45,6 +45,7 @@ macro_rules! suite {
             webhooks::failures_are_retried_with_the_same_id_and_410_disables,
             webhooks::a_worker_killed_mid_batch_loses_nothing,
             webhooks::four_workers_share_the_queue,
+            webhooks::subscriptions_over_http_and_serves_own_workers,
         );
     };
 }

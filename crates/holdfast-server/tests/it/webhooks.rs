@@ -435,3 +435,100 @@ pub async fn four_workers_share_the_queue(b: Backend) {
 pub async fn ten_thousand_deliveries_by_four_workers(b: Backend) {
     many_workers_send_each_delivery_once(b, 2_000, 5).await
 }
+
+fn fast_retries(s: &mut holdfast_server::Settings) {
+    s.webhook_retry_unit_ms = 10;
+}
+
+/// The HTTP routes, and `serve`'s own workers delivering: a subscription
+/// made over HTTP gets the events of reservations made over HTTP, signed,
+/// with the reservation exactly as the API answers it. What a careless or
+/// hostile caller sends is refused with a 4xx and changes nothing.
+pub async fn subscriptions_over_http_and_serves_own_workers(b: Backend) {
+    crate::app::with_app(b, fast_retries, |app| async move {
+        use reqwest::Method;
+        use serde_json::json;
+        let rx = Receiver::start(ok, 0).await;
+        let hooks = "/v1/shops/s1/webhooks";
+        let (status, all) = app.post(hooks, &app.s1, json!({ "url": rx.url("/all") })).await;
+        assert_eq!(status, StatusCode::CREATED, "{all}");
+        assert_eq!(all["topics"].as_array().unwrap().len(), 4);
+        let secret = all["secret"].as_str().unwrap().to_string();
+        assert!(secret.starts_with("whsec_"));
+        let (status, claims) =
+            app.post(hooks, &app.s1, json!({ "url": rx.url("/claims"), "topics": ["reservation.claimed"] })).await;
+        assert_eq!((status, claims["topics"].clone()), (StatusCode::CREATED, json!(["reservation.claimed"])));
+        // Refused, each with nothing created.
+        let long = format!("https://x.example/{}", "a".repeat(2_100));
+        for (body, token, want) in [
+            (json!({ "url": "ftp://x.example/h" }), Some(&app.s1), StatusCode::UNPROCESSABLE_ENTITY),
+            (json!({ "url": "https://user:pw@x.example/h" }), Some(&app.s1), StatusCode::UNPROCESSABLE_ENTITY),
+            (json!({ "url": "http:///nohost" }), Some(&app.s1), StatusCode::UNPROCESSABLE_ENTITY),
+            (json!({ "url": long }), Some(&app.s1), StatusCode::UNPROCESSABLE_ENTITY),
+            (
+                json!({ "url": "https://x.example/h", "topics": ["reservation.nope"] }),
+                Some(&app.s1),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                json!({ "url": "https://x.example/h", "secret": "mine" }),
+                Some(&app.s1),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (json!({ "topics": [] }), Some(&app.s1), StatusCode::UNPROCESSABLE_ENTITY),
+            (json!({ "url": 7 }), Some(&app.s1), StatusCode::UNPROCESSABLE_ENTITY),
+            (json!({ "url": "https://x.example/h" }), None, StatusCode::UNAUTHORIZED),
+        ] {
+            let (status, err) = app.call(Method::POST, hooks, token.map(|t| t.as_str()), Some(body.clone())).await;
+            assert_eq!(status, want, "{body} answered {err}");
+            assert!(err["error"].is_string(), "{err}");
+        }
+        // Another shop's token reaches neither the list nor the subscriptions.
+        let (status, _) = app.post(hooks, &app.s2, json!({ "url": "https://x.example/h" })).await;
+        assert!(status.is_client_error(), "{status}");
+        let (status, _) = app.get(hooks, &app.s2).await;
+        assert!(status.is_client_error(), "{status}");
+        let path = format!("{hooks}/{}", claims["id"].as_str().unwrap());
+        let (status, _) = app.call(Method::DELETE, &path, Some(&app.s2), None).await;
+        assert!(status.is_client_error(), "{status}");
+        let (status, list) = app.get(hooks, &app.s1).await;
+        assert_eq!(status, StatusCode::OK);
+        let listed = list["webhooks"].as_array().unwrap();
+        assert_eq!(listed.len(), 2, "{list}");
+        assert!(listed.iter().all(|w| w.get("secret").is_none() && w["disabled_at"].is_null()), "{list}");
+
+        crate::app::stock(&app, &app.s1, "s1", "a", "wh", 5).await;
+        let (status, r) = app
+            .post(
+                "/v1/shops/s1/reservations",
+                &app.s1,
+                json!({ "key": "k", "lines": [{ "item": "a", "quantity": 2 }] }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED);
+        let id = r["id"].as_i64().unwrap();
+        let (status, claimed) = app.post(&format!("/v1/shops/s1/reservations/{id}/claim"), &app.s1, json!({})).await;
+        assert_eq!(status, StatusCode::OK, "{claimed}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while (rx.at("/all").len(), rx.at("/claims").len()) != (2, 1) {
+            assert!(std::time::Instant::now() < deadline, "not delivered: {:?}", rx.got());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let got = rx.at("/all");
+        let by_type: HashMap<String, Value> =
+            got.iter().map(|g| (g.json()["type"].as_str().unwrap().into(), g.json())).collect();
+        assert_eq!(by_type["reservation.held"]["data"], r);
+        assert_eq!(by_type["reservation.claimed"]["data"], claimed);
+        for g in got {
+            assert_eq!(sign(&secret, &g.id, g.timestamp, &g.body).unwrap(), g.signature);
+        }
+        let (status, _) = app.call(Method::DELETE, &path, Some(&app.s1), None).await;
+        assert_eq!(status, StatusCode::NO_CONTENT);
+        let (status, err) = app.call(Method::DELETE, &path, Some(&app.s1), None).await;
+        assert_eq!((status, err["error"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")));
+        let (_, list) = app.get(hooks, &app.s1).await;
+        assert_eq!(list["webhooks"].as_array().unwrap().len(), 1);
+        app.stop().await;
+    })
+    .await;
+}

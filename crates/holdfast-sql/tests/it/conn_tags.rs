@@ -122,7 +122,73 @@ async fn pg_stat_activity_shows_the_callers_tag() {
     .await;
 }
 
+/// With no webhook subscription, reserves, claims and releases send no
+/// extra statement: the outbox knows from its view of the subscriptions,
+/// read once and then at most once a second (tagged `webhook`), never per
+/// request, and nothing is written to the outbox. A subscription of another
+/// shop changes nothing for this one.
+async fn no_subscription_no_webhook_statements(backend: Backend) {
+    with_db(backend, StoreConfig::default(), |db| async move {
+        let other = holdfast_core::Subscription {
+            id: holdfast_sql::subscription_id(),
+            shop: shop("other"),
+            url: "http://127.0.0.1:9/hook".into(),
+            topics: holdfast_core::Topics::all(),
+            created_at: chrono::Utc::now(),
+            disabled_at: None,
+        };
+        db.db.webhooks.add_subscription(&other, "whsec_AAAA").await.unwrap();
+        let log = StatementLog::start(&db).await;
+        let url = db.url.clone();
+        let started = Instant::now();
+        let done = tokio::spawn(async move {
+            let store = connect(&ConnectOptions::new(&url)).await.unwrap();
+            change(&*store, "s1", "a", "wh", StockChange::Set(400)).await.unwrap();
+            let tasks: Vec<_> = (0..8)
+                .map(|c| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        for i in 0..25 {
+                            let k = format!("k{c}-{i}");
+                            let r = store.reserve(&request("s1", &k, vec![line("a", 1, None)])).await.unwrap();
+                            if i % 2 == 0 {
+                                store.claim(&shop("s1"), r.reservation.id).await.unwrap();
+                            } else {
+                                store.release(&shop("s1"), r.reservation.id).await.unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            store.expire(100).await.unwrap();
+        })
+        .await;
+        let seconds = started.elapsed().as_secs();
+        let statements = log.statements().await;
+        if let Err(e) = done {
+            std::panic::resume_unwind(e.into_panic());
+        }
+        assert_all_tagged(&statements, &BTreeSet::new());
+        let webhook: Vec<&String> = statements.iter().filter(|s| s.contains("webhook_")).collect();
+        assert!(webhook.iter().all(|s| !s.contains("webhook_deliveries")), "{webhook:?}");
+        assert!(webhook.iter().all(|s| s.starts_with("/* conn_tag:webhook */")), "{webhook:?}");
+        assert!(
+            webhook.len() as u64 <= 2 + seconds,
+            "{} reads of the subscriptions in {seconds} s for 400 requests",
+            webhook.len()
+        );
+        let reserves = statements.iter().filter(|s| s.starts_with("/* conn_tag:reserve */")).count();
+        assert!(reserves >= 100, "{reserves} reserve statements: is the log complete?");
+        assert!(db.db.webhooks.list_deliveries(&shop("s1"), None, 10).await.unwrap().is_empty());
+    })
+    .await;
+}
+
 holdfast_testkit::per_backend!(server_log_shows_every_tag: postgres => Postgres, mysql => MySql);
+holdfast_testkit::per_backend!(no_subscription_no_webhook_statements: postgres => Postgres, mysql => MySql);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_activity() {
