@@ -72,6 +72,10 @@ pub struct BenchOptions {
     /// finished reservations older than this many seconds (0: keeping them),
     /// as `serve` does; `None`: no sweeper.
     pub retention: Option<u64>,
+    /// holdfast's library targets: subscribe the run's shop to every event
+    /// at a receiver in this process and deliver with this many workers
+    /// beside the sale; `None`: no subscription.
+    pub webhooks: Option<u32>,
 }
 
 /// One run's figures, with what was run.
@@ -96,6 +100,8 @@ pub struct BenchReport {
     pub notes: Vec<String>,
     #[serde(flatten)]
     pub sale: FlashSaleReport,
+    /// With `--webhooks`: what delivery did; `null` without.
+    pub webhooks: Option<crate::webhooks::WebhookRun>,
 }
 
 pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/holdfast_bench";
@@ -163,6 +169,15 @@ pub fn validate(opts: &BenchOptions) -> Result<(), Invalid> {
             "retention",
             "runs holdfast's sweeper: for --backend sqlite, postgres or mysql (a serve applies its own --retention)",
         ));
+    }
+    if opts.webhooks.is_some()
+        && (opts.http.is_some()
+            || !matches!(opts.backend, BenchBackend::Sqlite | BenchBackend::Postgres | BenchBackend::Mysql))
+    {
+        return Err(Invalid::new("webhooks", "delivers holdfast's events: for --backend sqlite, postgres or mysql"));
+    }
+    if opts.webhooks.is_some_and(|n| !(1..=64).contains(&n)) {
+        return Err(Invalid::new("webhooks", "workers must be 1 to 64"));
     }
     if sale.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(Invalid::new("rate", "must be a positive number of buyers per second"));
@@ -295,6 +310,7 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
     }
     let mut notes = Vec::new();
     let mut sweeper = None;
+    let mut delivery = None;
     let (target, database, ledger): (Arc<dyn Target>, String, Option<String>) = match opts.backend {
         BenchBackend::Counter | BenchBackend::Ceiling => {
             let kind = if opts.backend == BenchBackend::Counter { Kind::Counter } else { Kind::Ceiling };
@@ -345,6 +361,14 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
                 });
                 holdfast_sql::Sweeper::new(db.store.clone(), 500).with_retention(retention)
             });
+            if let Some(workers) = opts.webhooks {
+                notes.push(format!(
+                    "the run's shop was subscribed to every event, delivered by {workers} worker(s) to a receiver \
+                     in this process"
+                ));
+                delivery =
+                    Some(crate::webhooks::Delivery::start(db.webhooks.clone(), &ShopId::new(run_id)?, workers).await?);
+            }
             let mut t = StoreTarget::new(db.store.clone(), ShopId::new(run_id)?);
             t.ttl = Ttl::from_secs(Ttl::MAX_SECS as i64)?;
             t.conn_report = true;
@@ -365,6 +389,10 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
     if let Some(task) = sweeping {
         let _ = task.await;
     }
+    let webhooks = match delivery {
+        Some(d) => Some(d.finish(Duration::from_secs(120)).await?),
+        None => None,
+    };
     let report = report?;
     drop(proxies);
     let holdfast = matches!(opts.backend, BenchBackend::Sqlite | BenchBackend::Postgres | BenchBackend::Mysql);
@@ -377,6 +405,7 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
         run: run_id.to_string(),
         notes,
         sale: report,
+        webhooks,
     })
 }
 
@@ -408,6 +437,7 @@ async fn run_http(opts: &BenchOptions, h: &HttpOptions, run_id: &str) -> Result<
         run: run_id.to_string(),
         notes,
         sale: report,
+        webhooks: None,
     })
 }
 

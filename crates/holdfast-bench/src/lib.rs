@@ -13,3 +13,4 @@ pub mod proxy;
 pub mod svg;
 pub mod target;
 pub mod verify;
+pub mod webhooks;

@@ -52,6 +52,7 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
         redis_url: a.redis_url.clone(),
         http: a.target.clone().map(|url| HttpOptions { url, token: a.token.clone(), shop: a.shop.clone() }),
         retention: a.retention,
+        webhooks: a.webhooks,
     };
     let report = bench::run(&opts).await.or_fail(json_out)?;
     let write = |path: &std::path::Path, text: String| {
@@ -90,6 +91,12 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
             print!("{}", connection_table(rows));
         }
         print!("{}", tables_text(&report.sale));
+        if let Some(w) = &report.webhooks {
+            println!(
+                "webhooks: {} delivered by {} worker(s), {:.0} deliveries/s; {} pending {:.2} s after the sale",
+                w.delivered, w.workers, w.deliveries_per_second, w.pending, w.drain_seconds
+            );
+        }
         for note in &report.notes {
             println!("note: {note}");
         }
@@ -211,6 +218,7 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
             redis_url: a.redis_url.clone(),
             http: None,
             retention: None,
+            webhooks: None,
         },
         churn_connections: if a.no_churn { Vec::new() } else { a.churn_connections.clone() },
         churn: holdfast_bench::churn::ChurnOptions {

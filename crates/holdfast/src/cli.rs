@@ -665,4 +665,10 @@ pub struct FlashSaleArgs {
     /// `serve --retention` does (0: the sweeper runs, keeping everything).
     #[arg(long, value_name = "SECONDS", conflicts_with = "target")]
     pub retention: Option<u64>,
+    /// Library targets: subscribe the run's shop to every event at a
+    /// receiver in this process and deliver with N workers beside the sale;
+    /// the report gains `webhooks` (delivered, pending, drain_seconds,
+    /// deliveries_per_second).
+    #[arg(long, value_name = "N", conflicts_with = "target")]
+    pub webhooks: Option<u32>,
 }

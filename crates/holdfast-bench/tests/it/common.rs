@@ -36,6 +36,7 @@ pub fn options(backend: BenchBackend, sale: FlashSale) -> BenchOptions {
         redis_url: redis_url(),
         http: None,
         retention: None,
+        webhooks: None,
     }
 }
 
