@@ -247,9 +247,8 @@ impl Model {
     /// A lapsed hold held again, when its units are all still available.
     fn revive(&mut self, id: i64) -> bool {
         let Some(mut h) = self.holds.get(&id).cloned() else { return false };
-        let free = h.lines.iter().all(|a| {
-            self.stock_of(&a.item, &a.location).is_some_and(|s| s.available() >= a.qty as i64)
-        });
+        let free =
+            h.lines.iter().all(|a| self.stock_of(&a.item, &a.location).is_some_and(|s| s.available() >= a.qty as i64));
         if h.status != Status::Expired || !free {
             return false;
         }
