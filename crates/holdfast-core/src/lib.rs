@@ -16,5 +16,5 @@ pub use error::{Error, Invalid, Result, Shortfall};
 pub use ids::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
 pub use model::*;
 pub use modes::{LedgerRow, LegacyLedger, Mode, ModeStore, Rules, bucket};
-pub use store::{Backend, Store};
+pub use store::{Backend, Settle, Store};
 pub use token::{TokenRecord, TokenStore};

@@ -8,31 +8,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReservationStatus, ShopId, Ttl};
+use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReservationStatus, Settle, ShopId, Ttl};
 
 use super::reserve::reservation;
 use super::{Fail, SqlStore};
 use crate::dialect::{Conn, Dialect, Head, LedgerLock, LineState, Stmt, TxMode};
 use crate::run;
 use crate::tag;
-
-/// What a claim, release or extend request asks of a hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settle {
-    Claim,
-    Release,
-    Extend(Ttl),
-}
-
-impl Settle {
-    fn verb(self) -> &'static str {
-        match self {
-            Settle::Claim => "claimed",
-            Settle::Release => "released",
-            Settle::Extend(_) => "extended",
-        }
-    }
-}
 
 impl<D: Dialect> SqlStore<D> {
     /// Claims, releases and extends of one shop, in arrival order, in one
