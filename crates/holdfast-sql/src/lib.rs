@@ -229,6 +229,20 @@ pub fn read_url_file(path: &std::path::Path, field: &str) -> Result<String, Erro
     Ok(url.to_string())
 }
 
+/// A database or Redis URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// The first connection failed: `unavailable`, with the reason, and for a
 /// certificate that did not verify, what to check.
 fn cannot_connect(server: &str, e: &sqlx::Error) -> Error {
