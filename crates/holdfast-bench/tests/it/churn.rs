@@ -44,12 +44,4 @@ async fn two_replicas_under_the_mixed_load(backend: Backend) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_replicas_on_postgres() {
-    two_replicas_under_the_mixed_load(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_replicas_on_mysql() {
-    two_replicas_under_the_mixed_load(Backend::MySql).await;
-}
+holdfast_testkit::per_backend!(two_replicas_under_the_mixed_load: postgres => Postgres, mysql => MySql);
