@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use holdfast_core::{Error, Invalid, ShopId, Ttl};
 use holdfast_redis::{RedisOptions, RedisStore};
-use holdfast_sql::{ConnectOptions, StoreConfig};
+use holdfast_sql::{ConnectOptions, StoreConfig, redact};
 use serde::Serialize;
 use sqlx::Connection;
 
@@ -132,20 +132,6 @@ pub(crate) async fn ensure_database(url: &str) -> Result<(), Error> {
         sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {name}")).execute(&mut c).await.map_err(unavailable)?;
     }
     Ok(())
-}
-
-/// `url` without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let userinfo = &url[s + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
 }
 
 /// Checks the options before anything connects: each problem is an

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use holdfast_core::{Backend, Error, ShopId, Store};
-use holdfast_sql::{ConnectOptions, StoreConfig};
+use holdfast_sql::ConnectOptions;
 use serde::Serialize;
 
 use crate::verify;
@@ -26,9 +26,7 @@ use crate::verify::workload::{self, Workload};
 #[derive(Debug, Clone)]
 pub struct ChurnOptions {
     /// The library on this database, unless `targets` are given.
-    pub database_url: String,
-    pub store: StoreConfig,
-    pub max_connections: u32,
+    pub connect: ConnectOptions,
     /// `holdfast serve` replicas to drive instead, round-robin by client.
     pub targets: Vec<String>,
     pub token: Option<String>,
@@ -91,13 +89,10 @@ pub async fn run(opts: &ChurnOptions) -> Result<ChurnReport, Error> {
     // The stores the clients use, and the library store when there is one
     // (it runs the sweeper and the audit).
     let (stores, direct): (Vec<Arc<dyn Store>>, _) = if opts.targets.is_empty() {
-        if !opts.database_url.starts_with("sqlite:") {
-            crate::bench::ensure_database(&opts.database_url).await?;
+        if !opts.connect.url.starts_with("sqlite:") {
+            crate::bench::ensure_database(&opts.connect.url).await?;
         }
-        let mut connect = ConnectOptions::new(opts.database_url.clone());
-        connect.store = opts.store.clone();
-        connect.max_connections = opts.max_connections;
-        let store = holdfast_sql::connect(&connect).await?;
+        let store = holdfast_sql::connect(&opts.connect).await?;
         store.migrate().await?;
         (vec![store.clone()], Some(store))
     } else {

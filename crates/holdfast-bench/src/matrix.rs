@@ -188,7 +188,8 @@ pub async fn run_churn(
     let mut done = 0;
     for _ in 0..opts.runs {
         for (i, (database, url, c)) in plan.iter().enumerate() {
-            let o = ChurnOptions { database_url: url.clone(), max_connections: *c, ..opts.churn.clone() };
+            let mut o = opts.churn.clone();
+            (o.connect.url, o.connect.max_connections) = (url.clone(), *c);
             let r = churn::run(&o).await?;
             done += 1;
             progress(done, total, database, *c, &r);
@@ -202,7 +203,7 @@ pub async fn run_churn(
             let max = |r: &ChurnReport| r.ops.iter().map(|o| o.max_ms).fold(0.0, f64::max);
             ChurnMedians {
                 database: plan[i].0.clone(),
-                coalesce: opts.churn.store.coalesce,
+                coalesce: opts.churn.connect.store.coalesce,
                 connections: plan[i].2,
                 clients: opts.churn.clients,
                 runs: runs.len(),

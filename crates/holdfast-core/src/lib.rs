@@ -17,7 +17,7 @@ pub use error::{Error, Invalid, Result, Shortfall};
 pub use ids::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
 pub use model::*;
 pub use modes::{LedgerRow, LegacyLedger, Mode, ModeStore, Rules, bucket};
-pub use store::{Backend, Store};
+pub use store::{Backend, Settle, Store};
 pub use token::{TokenRecord, TokenStore};
 pub use webhook::{
     Attempt, Delivery, DeliveryStatus, Leased, QueueStats, Subscription, Topic, Topics, WebhookStore, check_webhook_url,

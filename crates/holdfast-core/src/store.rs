@@ -28,6 +28,44 @@ impl Backend {
     }
 }
 
+/// What a claim, release or extend asks of a hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    Claim,
+    Release,
+    Extend(Ttl),
+}
+
+impl Settle {
+    /// The operation: `claim`, `release` or `extend`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Settle::Claim => "claim",
+            Settle::Release => "release",
+            Settle::Extend(_) => "extend",
+        }
+    }
+
+    /// What it does to a hold, as a refusal names it: `claimed`, `released`
+    /// or `extended`.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Settle::Claim => "claimed",
+            Settle::Release => "released",
+            Settle::Extend(_) => "extended",
+        }
+    }
+
+    /// Asks `store` for it.
+    pub async fn on(self, store: &dyn Store, shop: &ShopId, id: ReservationId) -> Result<Reservation> {
+        match self {
+            Settle::Claim => store.claim(shop, id).await,
+            Settle::Release => store.release(shop, id).await,
+            Settle::Extend(ttl) => store.extend(shop, id, ttl).await,
+        }
+    }
+}
+
 #[async_trait]
 pub trait Store: Send + Sync + std::fmt::Debug {
     fn backend(&self) -> Backend;

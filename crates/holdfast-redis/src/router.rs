@@ -19,11 +19,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use holdfast_core::{
     AuditReport, Backend, Error, ItemId, ItemLevels, LocationLevel, Mode, Reservation, ReservationId, ReserveRequest,
-    Reserved, ShopId, StockRequest, Store, StoreStats, Ttl,
+    Reserved, Settle, ShopId, StockRequest, Store, StoreStats, Ttl,
 };
 
 use crate::modes::ModeControl;
-use crate::shadow::{Decision, MirrorOp, Settle, Shadow, ShadowConfig, ShadowCounts};
+use crate::shadow::{Decision, MirrorOp, Shadow, ShadowConfig, ShadowCounts};
 use crate::store::{RedisStore, is_redis_id};
 
 #[cfg(doc)]
@@ -83,11 +83,7 @@ impl ModeRouter {
     async fn settle(&self, shop: &ShopId, id: ReservationId, op: Settle) -> Result<Reservation, Error> {
         let mode = self.mode_of(shop);
         if is_redis_id(id) {
-            let answer = match op {
-                Settle::Claim => self.redis.claim(shop, id).await,
-                Settle::Release => self.redis.release(shop, id).await,
-                Settle::Extend(ttl) => self.redis.extend(shop, id, ttl).await,
-            };
+            let answer = op.on(&*self.redis, shop, id).await;
             // A Redis hold has a SQL twin only if it was made in shadow; in
             // `redis` mode there is nothing to mirror.
             if mode != Mode::Redis && !matches!(answer, Err(Error::Unavailable(_))) {
@@ -100,11 +96,7 @@ impl ModeRouter {
             }
             return answer;
         }
-        let answer = match op {
-            Settle::Claim => self.sql.claim(shop, id).await,
-            Settle::Release => self.sql.release(shop, id).await,
-            Settle::Extend(ttl) => self.sql.extend(shop, id, ttl).await,
-        }?;
+        let answer = op.on(&*self.sql, shop, id).await?;
         // In `sql` mode Redis is out of the picture (and may be down).
         if mode != Mode::Sql {
             self.shadow.redis_after_commit(shop, id, op, &answer).await;

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use holdfast_core::{
-    Allocation, Error, ReservationId, ReservationStatus, ReserveRequest, Reserved, ShopId, Store, Ttl,
+    Allocation, Error, ReservationId, ReservationStatus, ReserveRequest, Reserved, Settle, ShopId, Store,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -41,24 +41,6 @@ pub struct ShadowConfig {
 impl Default for ShadowConfig {
     fn default() -> Self {
         Self { capacity: 10_000, workers: 4 }
-    }
-}
-
-/// Claim, release or extend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settle {
-    Claim,
-    Release,
-    Extend(Ttl),
-}
-
-impl Settle {
-    fn name(self) -> &'static str {
-        match self {
-            Settle::Claim => "claim",
-            Settle::Release => "release",
-            Settle::Extend(_) => "extend",
-        }
     }
 }
 
@@ -326,11 +308,7 @@ impl Worker {
             }
             Err(e) => return count_error(&self.counters, op.name(), &e),
         };
-        let answer = match op {
-            Settle::Claim => self.sql.claim(&shop, sql_id).await,
-            Settle::Release => self.sql.release(&shop, sql_id).await,
-            Settle::Extend(ttl) => self.sql.extend(&shop, sql_id, ttl).await,
-        };
+        let answer = op.on(&*self.sql, &shop, sql_id).await;
         if let Err(e @ (Error::Unavailable(_) | Error::RetriesExhausted(_) | Error::Internal(_))) = &answer {
             return count_error(&self.counters, op.name(), e);
         }

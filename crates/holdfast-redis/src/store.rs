@@ -39,6 +39,7 @@ use holdfast_core::{
     StockRequest, Store, StoreStats, Ttl,
 };
 use holdfast_core::{LedgerRow, LegacyLedger};
+use holdfast_sql::Detached;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 /// The first reservation id the Redis store hands out.
@@ -172,6 +173,16 @@ pub struct RedisStore {
     me: std::sync::Weak<Self>,
 }
 
+/// Every operation runs [`Detached::detached`]: one that writes both Redis
+/// and the SQL ledger finishes both writes even when its caller times out or
+/// hangs up between them. Only a crash of the process splits them — the
+/// legacy design's flaw, which [`ClaimOrder`] is about.
+impl Detached for RedisStore {
+    fn weak_self(&self) -> &std::sync::Weak<Self> {
+        &self.me
+    }
+}
+
 /// How long Redis counts as down after a connection failure.
 const BREAKER: Duration = Duration::from_millis(500);
 
@@ -270,20 +281,6 @@ impl RedisStore {
         }))
     }
 
-    /// Runs `work` on a task of its own (`holdfast_sql::detach`): an
-    /// operation that writes both Redis and the SQL ledger finishes both
-    /// writes even when its caller times out or hangs up between them. Only
-    /// a crash of the process splits them — the legacy design's flaw, which
-    /// [`ClaimOrder`] is about.
-    async fn detached<T, F, Fut>(&self, work: F) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Arc<Self>) -> Fut,
-        Fut: Future<Output = T> + Send + 'static,
-    {
-        holdfast_sql::detach_with(&self.me, work).await
-    }
-
     pub fn options(&self) -> &RedisOptions {
         &self.opts
     }
@@ -359,6 +356,20 @@ impl RedisStore {
         Ok(())
     }
 
+    /// An invocation of `script` with the arguments every per-shop script
+    /// starts with: the key prefix and the shop.
+    fn shop_script<'a>(&self, script: &'a redis::Script, shop: &ShopId) -> redis::ScriptInvocation<'a> {
+        let mut inv = script.prepare_invoke();
+        inv.arg(self.prefix()).arg(shop.as_str());
+        inv
+    }
+
+    /// Runs a script on the shared connection.
+    async fn invoke<T: redis::FromRedisValue>(&self, inv: &redis::ScriptInvocation<'_>) -> Result<T, Error> {
+        let mut c = self.conn().await?;
+        inv.invoke_async(&mut c).await.map_err(|e| self.failed(e))
+    }
+
     fn prefix(&self) -> &str {
         &self.opts.prefix
     }
@@ -380,18 +391,9 @@ impl RedisStore {
         op: &str,
         ttl: Option<Ttl>,
     ) -> Result<(Reservation, bool), Error> {
-        let mut c = self.conn().await?;
-        let reply: Vec<String> = self
-            .scripts
-            .settle
-            .arg(self.prefix())
-            .arg(shop.as_str())
-            .arg(id.get())
-            .arg(op)
-            .arg(ttl.map(|t| t.as_secs() * 1000).unwrap_or(0))
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| self.failed(e))?;
+        let mut inv = self.shop_script(&self.scripts.settle, shop);
+        inv.arg(id.get()).arg(op).arg(ttl.map(|t| t.as_secs() * 1000).unwrap_or(0));
+        let reply: Vec<String> = self.invoke(&inv).await?;
         if reply.first().map(String::as_str) == Some("notfound") {
             return Err(Error::NotFound);
         }
@@ -420,20 +422,9 @@ impl RedisStore {
     /// counts it too. Returns how many counters went below zero (Redis had
     /// drifted from SQL), or `None` if Redis already knew this id.
     pub async fn mirror_hold(&self, shop: &ShopId, r: &Reservation, fingerprint: &str) -> Result<Option<u32>, Error> {
-        let mut c = self.conn().await?;
-        let n: i64 = self
-            .scripts
-            .mirror_hold
-            .arg(self.prefix())
-            .arg(shop.as_str())
-            .arg(r.id.get())
-            .arg(r.key.as_str())
-            .arg(fingerprint)
-            .arg(millis(r.expires_at))
-            .arg(lines_json(&r.lines))
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| self.failed(e))?;
+        let mut inv = self.shop_script(&self.scripts.mirror_hold, shop);
+        inv.arg(r.id.get()).arg(r.key.as_str()).arg(fingerprint).arg(millis(r.expires_at)).arg(lines_json(&r.lines));
+        let n: i64 = self.invoke(&inv).await?;
         Ok((n >= 0).then_some(n as u32))
     }
 
@@ -511,19 +502,9 @@ impl RedisStore {
         loc: &LocationId,
         q: Quantities,
     ) -> Result<(), Error> {
-        let mut c = self.conn().await?;
-        let _: i64 = self
-            .scripts
-            .set_counters
-            .arg(self.prefix())
-            .arg(shop.as_str())
-            .arg(item.as_str())
-            .arg(loc.as_str())
-            .arg(q.available)
-            .arg(q.reserved)
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| self.failed(e))?;
+        let mut inv = self.shop_script(&self.scripts.set_counters, shop);
+        inv.arg(item.as_str()).arg(loc.as_str()).arg(q.available).arg(q.reserved);
+        let _: i64 = self.invoke(&inv).await?;
         self.db
             .ledger_put(&LedgerRow {
                 shop: shop.clone(),
@@ -554,18 +535,9 @@ impl RedisStore {
     }
 
     async fn stock_delta(&self, shop: &ShopId, item: &ItemId, loc: &LocationId, delta: i64) -> Result<bool, Error> {
-        let mut c = self.conn().await?;
-        let (ok, _): (i64, i64) = self
-            .scripts
-            .stock
-            .arg(self.prefix())
-            .arg(shop.as_str())
-            .arg(item.as_str())
-            .arg(loc.as_str())
-            .arg(delta)
-            .invoke_async(&mut c)
-            .await
-            .map_err(|e| self.failed(e))?;
+        let mut inv = self.shop_script(&self.scripts.stock, shop);
+        inv.arg(item.as_str()).arg(loc.as_str()).arg(delta);
+        let (ok, _): (i64, i64) = self.invoke(&inv).await?;
         Ok(ok == 1)
     }
 
@@ -662,11 +634,8 @@ impl Store for RedisStore {
     }
 
     async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {
-        let mut c = self.conn().await?;
-        let mut inv = self.scripts.reserve.prepare_invoke();
-        inv.arg(self.prefix())
-            .arg(req.shop().as_str())
-            .arg(req.key().as_str())
+        let mut inv = self.shop_script(&self.scripts.reserve, req.shop());
+        inv.arg(req.key().as_str())
             .arg(req.fingerprint())
             .arg(req.ttl().as_secs() * 1000)
             .arg(req.allow_partial() as i32)
@@ -687,7 +656,7 @@ impl Store for RedisStore {
                 }
             }
         }
-        let reply: Vec<String> = inv.invoke_async(&mut c).await.map_err(|e| self.failed(e))?;
+        let reply: Vec<String> = self.invoke(&inv).await?;
         match reply.first().map(String::as_str) {
             Some("conflict") => Err(Error::IdempotencyConflict(req.key().as_str().to_owned())),
             Some("short") => Err(Error::InsufficientStock(
@@ -749,9 +718,7 @@ impl Store for RedisStore {
     /// expires each with the settle script, which re-checks the status, so
     /// any number of sweepers may run at once.
     async fn expire(&self, limit: u32) -> Result<u64, Error> {
-        let mut c = self.conn().await?;
-        let due: Vec<String> =
-            self.scripts.sweep.arg(self.prefix()).arg(limit).invoke_async(&mut c).await.map_err(|e| self.failed(e))?;
+        let due: Vec<String> = self.invoke(self.scripts.sweep.arg(self.prefix()).arg(limit)).await?;
         let mut n = 0;
         for member in due {
             let Some((shop, id)) = member.split_once('/') else { continue };

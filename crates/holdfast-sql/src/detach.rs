@@ -15,8 +15,8 @@
 //! several callers, runs to its end whoever led it.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 
 use tracing::Instrument;
 
@@ -60,16 +60,22 @@ where
     }
 }
 
-/// [`detach`] for a store that keeps a `Weak` to itself: `work` gets the
-/// store as an `Arc`, so it can outlive the caller's borrow.
-pub async fn detach_with<S, T, F, Fut>(me: &std::sync::Weak<S>, work: F) -> T
-where
-    T: Send + 'static,
-    F: FnOnce(Arc<S>) -> Fut,
-    Fut: Future<Output = T> + Send + 'static,
-{
-    let me = me.upgrade().expect("a store lives in an Arc");
-    detach(work(me)).await
+/// A store that keeps a `Weak` to itself, so that its operations can run
+/// [`detach`]ed with the store as an `Arc`, outliving the caller's borrow.
+pub trait Detached: Send + Sync + Sized + 'static {
+    fn weak_self(&self) -> &Weak<Self>;
+
+    /// Runs `work` on this store on a task of its own ([`detach`]): a caller
+    /// that goes away never cancels it mid-statement or mid-batch.
+    fn detached<T, F, Fut>(&self, work: F) -> impl Future<Output = T> + Send
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Self>) -> Fut,
+        Fut: Future<Output = T> + Send + 'static,
+    {
+        let me = self.weak_self().upgrade().expect("a store lives in an Arc");
+        detach(work(me))
+    }
 }
 
 /// Whether a caller of the work on this task has gone away.

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use holdfast_core::{Error, LegacyLedger, ModeStore, Store, TokenStore, WebhookStore};
 
-pub use crate::detach::{detach, detach_with};
+pub use crate::detach::{Detached, detach};
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
@@ -96,12 +96,9 @@ pub trait BatchReserve: Send + Sync {
     async fn settle_batch(
         &self,
         shop: &holdfast_core::ShopId,
-        ops: Vec<(holdfast_core::ReservationId, Settle)>,
+        ops: Vec<(holdfast_core::ReservationId, holdfast_core::Settle)>,
     ) -> Vec<Result<holdfast_core::Reservation, Error>>;
 }
-
-#[cfg(feature = "testing")]
-pub use crate::engine::Settle;
 
 /// One database as the server uses it: the store, the token table, the mode
 /// rules and the legacy ledger, and a look at the connection pool they all
@@ -179,14 +176,7 @@ pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
                 // more than running them — 616 vs 1,426 reserves/s for one
                 // buyer in `holdfast bench flash-sale`.
                 .options([("plan_cache_mode", "force_generic_plan")]);
-            let pool = sqlx::postgres::PgPoolOptions::new()
-                .max_connections(opts.max_connections)
-                .acquire_timeout(opts.acquire_timeout)
-                .max_lifetime(opts.max_lifetime)
-                .idle_timeout(opts.idle_timeout)
-                .connect_with(connect)
-                .await
-                .map_err(|e| cannot_connect("PostgreSQL", &e))?;
+            let pool = network_pool(opts, connect, "PostgreSQL").await?;
             Ok(Database::new::<postgres::Pg>(pool, opts.store.clone()))
         }
         "mysql" | "mariadb" => {
@@ -198,14 +188,7 @@ pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
             let connect = url
                 .parse::<sqlx::mysql::MySqlConnectOptions>()
                 .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("database_url", e.to_string())))?;
-            let pool = sqlx::mysql::MySqlPoolOptions::new()
-                .max_connections(opts.max_connections)
-                .acquire_timeout(opts.acquire_timeout)
-                .max_lifetime(opts.max_lifetime)
-                .idle_timeout(opts.idle_timeout)
-                .connect_with(connect)
-                .await
-                .map_err(|e| cannot_connect("MySQL/MariaDB", &e))?;
+            let pool = network_pool(opts, connect, "MySQL/MariaDB").await?;
             Ok(Database::new::<mysql::My>(pool, opts.store.clone()))
         }
         "sqlite" => {
@@ -217,6 +200,24 @@ pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
             format!("unsupported scheme {other:?}; use postgres://, mysql://, mariadb:// or sqlite://"),
         ))),
     }
+}
+
+/// The pool of a database server reached over the network (PostgreSQL,
+/// MySQL/MariaDB), sized and aged as `opts` says; `server` names it in the
+/// error when the first connection fails.
+async fn network_pool<DB: sqlx::Database>(
+    opts: &ConnectOptions,
+    connect: <DB::Connection as sqlx::Connection>::Options,
+    server: &str,
+) -> Result<sqlx::Pool<DB>, Error> {
+    sqlx::pool::PoolOptions::<DB>::new()
+        .max_connections(opts.max_connections)
+        .acquire_timeout(opts.acquire_timeout)
+        .max_lifetime(opts.max_lifetime)
+        .idle_timeout(opts.idle_timeout)
+        .connect_with(connect)
+        .await
+        .map_err(|e| cannot_connect(server, &e))
 }
 
 /// A URL kept in a file (`--database-url-file`, `--redis-url-file`): the
@@ -231,6 +232,20 @@ pub fn read_url_file(path: &std::path::Path, field: &str) -> Result<String, Erro
         return Err(invalid(format!("{} must hold one URL on one line", path.display())));
     }
     Ok(url.to_string())
+}
+
+/// A database or Redis URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// The first connection failed: `unavailable`, with the reason, and for a

@@ -87,19 +87,20 @@ impl Sweeper {
             match self.drain().await {
                 Ok(0) => {}
                 Ok(n) => tracing::info!(released = n, "sweeper released expired holds"),
-                Err(e) => {
-                    counter!("holdfast_sweeper_errors_total").increment(1);
-                    tracing::warn!(error = %e, code = e.code(), "sweep failed; next interval retries");
-                }
+                Err(e) => failed(&e, "sweep"),
             }
             match self.purge().await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(purged = n, "retention removed finished reservations"),
-                Err(e) => {
-                    counter!("holdfast_sweeper_errors_total").increment(1);
-                    tracing::warn!(error = %e, code = e.code(), "retention failed; next interval retries");
-                }
+                Err(e) => failed(&e, "retention"),
             }
         }
     }
+}
+
+/// A failed pass (`sweep` or `retention`): counted and logged; the next
+/// interval tries again.
+fn failed(e: &Error, pass: &str) {
+    counter!("holdfast_sweeper_errors_total").increment(1);
+    tracing::warn!(error = %e, code = e.code(), "{pass} failed; next interval retries");
 }

@@ -10,6 +10,7 @@ use holdfast_bench::http::HttpOptions;
 use holdfast_bench::matrix::{self, MatrixOptions};
 use holdfast_core::ConnHold;
 use holdfast_core::{Error, Invalid};
+use holdfast_sql::ConnectOptions;
 
 use crate::cli::{ChurnArgs, DbArgs, FaultArg, FlashSaleArgs, MatrixArgs, VerifyArgs, VerifyMode};
 use crate::output::Printer;
@@ -222,9 +223,7 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
         },
         churn_connections: if a.no_churn { Vec::new() } else { a.churn_connections.clone() },
         churn: holdfast_bench::churn::ChurnOptions {
-            database_url: String::new(),
-            store: db.store_config(),
-            max_connections: 1,
+            connect: ConnectOptions { store: db.store_config(), ..ConnectOptions::new(String::new()) },
             targets: Vec::new(),
             token: None,
             shop: None,
@@ -309,9 +308,11 @@ pub async fn churn(db: &DbArgs, a: ChurnArgs) -> Result<ExitCode, Failure> {
     let database_url =
         holdfast_database(db, a.backend.unwrap_or(BenchBackend::Postgres), &tmp, "churn").map_err(fail)?;
     let opts = ChurnOptions {
-        database_url,
-        store: db.store_config(),
-        max_connections: db.max_connections,
+        connect: ConnectOptions {
+            store: db.store_config(),
+            max_connections: db.max_connections,
+            ..ConnectOptions::new(database_url)
+        },
         targets: a.target.clone(),
         token: a.token.clone(),
         shop: a.shop.clone(),
@@ -336,7 +337,7 @@ pub async fn churn(db: &DbArgs, a: ChurnArgs) -> Result<ExitCode, Failure> {
         opts.clients,
         r.seconds,
         if opts.targets.is_empty() {
-            opts.database_url.split('@').next_back().unwrap_or("").to_string()
+            opts.connect.url.split('@').next_back().unwrap_or("").to_string()
         } else {
             opts.targets.join(", ")
         },

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use holdfast_bench::churn::{self, ChurnOptions};
 use holdfast_core::Backend;
-use holdfast_sql::StoreConfig;
+use holdfast_sql::{ConnectOptions, StoreConfig};
 
 use crate::http::Server;
 use crate::support::{seed, with_db};
@@ -17,9 +17,7 @@ async fn two_replicas_under_the_mixed_load(backend: Backend) {
     with_db(backend, StoreConfig::default(), move |db| async move {
         let (a, b) = (Server::start(&db, true).await, Server::start(&db, true).await);
         let opts = ChurnOptions {
-            database_url: db.url.clone(),
-            store: StoreConfig::default(),
-            max_connections: 16,
+            connect: ConnectOptions { max_connections: 16, ..ConnectOptions::new(db.url.clone()) },
             targets: vec![a.base.clone(), b.base.clone()],
             token: None,
             shop: None,
@@ -46,12 +44,4 @@ async fn two_replicas_under_the_mixed_load(backend: Backend) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_replicas_on_postgres() {
-    two_replicas_under_the_mixed_load(Backend::Postgres).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_replicas_on_mysql() {
-    two_replicas_under_the_mixed_load(Backend::MySql).await;
-}
+holdfast_testkit::per_backend!(two_replicas_under_the_mixed_load: postgres => Postgres, mysql => MySql);

@@ -7,9 +7,13 @@ use holdfast_core::Error;
 
 use crate::common::{options, sale};
 
-async fn refused(opts: BenchOptions) -> (String, String) {
+/// The message of the run's refusal, which must name `field`.
+async fn refused(opts: BenchOptions, field: &str) -> String {
     match bench::run(&opts).await {
-        Err(Error::Invalid(i)) => (i.field, i.message),
+        Err(Error::Invalid(i)) => {
+            assert_eq!(i.field, field, "{}", i.message);
+            i.message
+        }
         other => panic!("expected invalid_request, got {other:?}"),
     }
 }
@@ -24,8 +28,7 @@ fn http(url: &str) -> BenchOptions {
 async fn a_target_that_is_not_http_or_https_is_refused() {
     for url in ["ftp://127.0.0.1:7878", "127.0.0.1:7878", "http://127.0.0.1:7878/v1/shops", "http://", "https://a@b:1"]
     {
-        let (field, msg) = refused(http(url)).await;
-        assert_eq!(field, "target", "{url}: {msg}");
+        let msg = refused(http(url), "target").await;
         assert!(msg.contains("http://HOST:PORT"), "{url}: {msg}");
     }
     assert_eq!(holdfast_bench::http::base_url("https://127.0.0.1:7878/").unwrap(), "https://127.0.0.1:7878");
@@ -36,8 +39,7 @@ async fn a_rate_of_zero_or_less_is_refused() {
     for rate in [0.0, -5.0, f64::INFINITY, f64::NAN] {
         let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
         o.sale.rate = Some(rate);
-        let (field, msg) = refused(o).await;
-        assert_eq!(field, "rate", "{rate}");
+        let msg = refused(o, "rate").await;
         assert!(msg.contains("positive"), "{msg}");
     }
 }
@@ -46,24 +48,23 @@ async fn a_rate_of_zero_or_less_is_refused() {
 async fn out_of_range_sale_figures_are_refused() {
     let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
     o.sale.claim_ratio = 1.5;
-    assert_eq!(refused(o).await.0, "claim_ratio");
+    refused(o, "claim_ratio").await;
     let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
     o.db_latency_ms = 5000.0;
-    assert_eq!(refused(o).await.0, "db_latency");
+    refused(o, "db_latency").await;
     let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
     o.sale.concurrency = 0;
-    assert_eq!(refused(o).await.0, "sale");
+    refused(o, "sale").await;
     let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
     o.sale.duration = Some(std::time::Duration::ZERO);
-    assert_eq!(refused(o).await.0, "duration");
+    refused(o, "duration").await;
 }
 
 #[tokio::test]
 async fn db_latency_with_a_target_is_refused() {
     let mut o = http("http://127.0.0.1:7878");
     o.db_latency_ms = 0.5;
-    let (field, msg) = refused(o).await;
-    assert_eq!(field, "db_latency");
+    let msg = refused(o, "db_latency").await;
     assert!(msg.contains("--target"), "{msg}");
 }
 
@@ -71,8 +72,7 @@ async fn db_latency_with_a_target_is_refused() {
 async fn a_redis_url_that_is_not_redis_is_refused() {
     let mut o = options(BenchBackend::Redis, sale(10, 10, 1));
     o.redis_url = "http://127.0.0.1:6379".into();
-    let (field, msg) = refused(o).await;
-    assert_eq!(field, "redis_url");
+    let msg = refused(o, "redis_url").await;
     assert!(msg.contains("redis://"), "{msg}");
 }
 
@@ -80,11 +80,10 @@ async fn a_redis_url_that_is_not_redis_is_refused() {
 async fn a_backend_on_the_wrong_database_is_refused() {
     let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
     o.database_url = Some("postgres://postgres:secret@127.0.0.1:5432/x".into());
-    let (field, msg) = refused(o).await;
-    assert_eq!(field, "database_url");
+    let msg = refused(o, "database_url").await;
     assert!(msg.contains("backend sqlite cannot run on") && !msg.contains("secret"), "{msg}");
     // The latency proxy needs a network database.
     let mut o = options(BenchBackend::Sqlite, sale(10, 10, 1));
     o.db_latency_ms = 0.5;
-    assert_eq!(refused(o).await.0, "db_latency");
+    refused(o, "db_latency").await;
 }

@@ -56,6 +56,14 @@ impl Server {
         o
     }
 
+    /// A sale against this server, which must end clean.
+    async fn clean_sale(&self, token: Option<String>, shop: Option<&str>) -> BenchReport {
+        let r = bench::run(&self.options(token, shop)).await.expect("the sale runs");
+        assert_clean(&r);
+        assert_eq!((r.backend.as_str(), r.database.as_str()), ("http", self.base.as_str()));
+        r
+    }
+
     pub async fn stop(self) {
         let _ = self.stop.send(());
         self.served.await.expect("server task").expect("served cleanly");
@@ -68,44 +76,28 @@ async fn admin_token_sale_ends_clean(backend: Backend) {
     with_db(backend, StoreConfig::default(), |db| async move {
         let server = Server::start(&db, false).await;
         let token = server.token(&["flash"], true).await;
-        let r = bench::run(&server.options(Some(token), Some("flash"))).await.expect("the sale runs");
-        assert_http_report(&r, &server.base);
+        let r = server.clean_sale(Some(token), Some("flash")).await;
         assert_eq!(r.sale.audit_ok, Some(true), "{r:#?}");
         let conns = r.sale.connections.as_ref().expect("an admin token reads /admin/connections");
         let reserve = conns.iter().find(|c| c.tag == "reserve").unwrap_or_else(|| panic!("no reserve tag: {conns:?}"));
         assert!(reserve.checkouts > 0 && reserve.statements > 0 && reserve.hold_seconds_total > 0.0, "{reserve:?}");
         // A second run in the same shop sells its own item: both end clean.
         let token = server.token(&["flash"], true).await;
-        let again = bench::run(&server.options(Some(token), Some("flash"))).await.expect("a second run");
-        assert_http_report(&again, &server.base);
+        let again = server.clean_sale(Some(token), Some("flash")).await;
         assert_ne!(again.run, r.run);
         server.stop().await;
     })
     .await;
 }
 
-fn assert_http_report(r: &BenchReport, base: &str) {
-    assert_clean(r);
-    assert_eq!((r.backend.as_str(), r.database.as_str()), ("http", base));
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_http_sale_on_sqlite_ends_clean() {
-    admin_token_sale_ends_clean(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_http_sale_on_postgres_ends_clean() {
-    admin_token_sale_ends_clean(Backend::Postgres).await;
-}
+holdfast_testkit::per_backend!(admin_token_sale_ends_clean: sqlite => Sqlite, postgres => Postgres);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shop_token_gets_levels_only_and_still_counts_exactly() {
     with_db(Backend::Sqlite, StoreConfig::default(), |db| async move {
         let server = Server::start(&db, false).await;
         let token = server.token(&["s1"], false).await;
-        let r = bench::run(&server.options(Some(token), Some("s1"))).await.expect("the sale runs");
-        assert_http_report(&r, &server.base);
+        let r = server.clean_sale(Some(token), Some("s1")).await;
         assert_eq!(r.sale.audit_ok, None, "no admin token: no audit");
         assert!(r.sale.connections.is_none());
         assert!(r.notes.iter().any(|n| n.contains("not an admin token")), "{:?}", r.notes);
@@ -118,8 +110,7 @@ async fn a_shop_token_gets_levels_only_and_still_counts_exactly() {
 async fn without_auth_each_run_sells_in_a_shop_of_its_own() {
     with_db(Backend::Sqlite, StoreConfig::default(), |db| async move {
         let server = Server::start(&db, true).await;
-        let r = bench::run(&server.options(None, None)).await.expect("the sale runs");
-        assert_http_report(&r, &server.base);
+        let r = server.clean_sale(None, None).await;
         assert_eq!(r.sale.audit_ok, Some(true), "--insecure-no-auth makes every caller an admin");
         let shop = format!("sold in shop bench-{}", r.run);
         assert!(r.notes.iter().any(|n| n.starts_with(&shop)), "{:?}", r.notes);

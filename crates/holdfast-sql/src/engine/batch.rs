@@ -18,11 +18,10 @@ use std::sync::atomic::Ordering;
 
 use holdfast_core::{
     Allocation, Error, IdempotencyKey, ItemId, LocationId, Reservation, ReservationId, ReserveRequest, Reserved,
-    ShopId, Topic,
+    Settle, ShopId, Topic,
 };
 
 use super::reserve::{Verdict, allocations, candidate_spec as candidates, fast_wants, new_hold, verdict};
-use super::settle::Settle;
 use super::{Fail, SqlStore};
 use crate::dialect::{Batch, Dialect, Fast, Taken, TxMode, Unit, Want};
 use crate::tag;

@@ -16,7 +16,6 @@ pub(crate) use reserve::reservation;
 mod settle;
 
 #[cfg(feature = "testing")]
-pub use settle::Settle;
 mod stock;
 
 use std::future::Future;
@@ -27,13 +26,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use holdfast_core::{
     AuditReport, Backend, Error, ItemId, ItemLevels, LocationLevel, Reservation, ReservationId, ReserveRequest,
-    Reserved, ShopId, StockChange, StockRequest, Store, StoreStats, Ttl,
+    Reserved, Settle, ShopId, StockChange, StockRequest, Store, StoreStats, Ttl,
 };
 use rand::Rng;
 use sqlx::Pool;
 
 use crate::coalesce::Coalescer;
-use crate::detach;
+use crate::detach::{self, Detached};
 use crate::dialect::{Dialect, Fault};
 use crate::tag;
 
@@ -70,7 +69,7 @@ type BatchKey = (ShopId, Option<holdfast_core::ConnTag>);
 struct Coalescers {
     /// `None`: not settled by the batch, goes on alone.
     reserves: Coalescer<BatchKey, ReserveRequest, Option<Result<Reserved, Error>>>,
-    settles: Coalescer<BatchKey, (ReservationId, settle::Settle), Result<Reservation, Error>>,
+    settles: Coalescer<BatchKey, (ReservationId, Settle), Result<Reservation, Error>>,
     sweeps: Coalescer<Option<holdfast_core::ConnTag>, u32, Result<u64, Error>>,
 }
 
@@ -126,8 +125,14 @@ pub(crate) struct SqlStore<D: Dialect> {
     /// Who wants which events (webhooks.rs).
     pub(crate) outbox: crate::webhooks::Outbox,
     /// The `Arc` this store lives in, to run operations on tasks of their
-    /// own ([`Self::detached`]).
+    /// own ([`Detached::detached`]).
     me: Weak<Self>,
+}
+
+impl<D: Dialect> Detached for SqlStore<D> {
+    fn weak_self(&self) -> &Weak<Self> {
+        &self.me
+    }
 }
 
 impl<D: Dialect> SqlStore<D> {
@@ -153,30 +158,13 @@ impl<D: Dialect> SqlStore<D> {
         self.me.upgrade()
     }
 
-    /// Runs `work` on this store on a task of its own (detach.rs): a caller
-    /// that goes away never cancels it mid-statement or mid-batch.
-    async fn detached<T, F, Fut>(&self, work: F) -> T
-    where
-        T: Send + 'static,
-        F: FnOnce(Arc<Self>) -> Fut,
-        Fut: Future<Output = T> + Send + 'static,
-    {
-        detach::detach_with(&self.me, work).await
-    }
-
     /// A claim, release or extend: in a batch of its shop's, or alone.
-    async fn settle(
-        &self,
-        verb: &'static str,
-        shop: &ShopId,
-        id: ReservationId,
-        op: settle::Settle,
-    ) -> Result<Reservation, Error> {
+    async fn settle(&self, shop: &ShopId, id: ReservationId, op: Settle) -> Result<Reservation, Error> {
         let Some(c) = &self.coalesce else {
-            return self.op(verb, true, || self.settle_once(shop, id, op)).await;
+            return self.op(op.name(), true, || self.settle_once(shop, id, op)).await;
         };
         let key = (shop.clone(), tag::caller());
-        tag::op(verb, c.settles.submit(key, (id, op), |ops| self.settle_batch(shop, ops), left)).await
+        tag::op(op.name(), c.settles.submit(key, (id, op), |ops| self.settle_batch(shop, ops), left)).await
     }
 
     /// Runs `attempt` until it gives an answer, retrying deadlocks, busy
@@ -283,17 +271,17 @@ impl<D: Dialect> Store for SqlStore<D> {
 
     async fn claim(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
         let shop = shop.clone();
-        self.detached(|me| async move { me.settle("claim", &shop, id, settle::Settle::Claim).await }).await
+        self.detached(|me| async move { me.settle(&shop, id, Settle::Claim).await }).await
     }
 
     async fn release(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {
         let shop = shop.clone();
-        self.detached(|me| async move { me.settle("release", &shop, id, settle::Settle::Release).await }).await
+        self.detached(|me| async move { me.settle(&shop, id, Settle::Release).await }).await
     }
 
     async fn extend(&self, shop: &ShopId, id: ReservationId, ttl: Ttl) -> Result<Reservation, Error> {
         let shop = shop.clone();
-        self.detached(|me| async move { me.settle("extend", &shop, id, settle::Settle::Extend(ttl)).await }).await
+        self.detached(|me| async move { me.settle(&shop, id, Settle::Extend(ttl)).await }).await
     }
 
     async fn get(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Error> {

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
-use holdfast_core::{Error, ItemId, LocationId, Reservation, ReservationId, ReservationStatus, ShopId, Topic, Ttl};
+use holdfast_core::{
+    Error, ItemId, LocationId, Reservation, ReservationId, ReservationStatus, Settle, ShopId, Topic, Ttl,
+};
 
 use super::reserve::reservation;
 use super::{Fail, SqlStore};
@@ -16,24 +18,6 @@ use crate::dialect::{Conn, Dialect, Head, LedgerLock, LineState, Stmt, TxMode};
 use crate::run;
 use crate::tag;
 use crate::webhooks::Event;
-
-/// What a claim, release or extend request asks of a hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settle {
-    Claim,
-    Release,
-    Extend(Ttl),
-}
-
-impl Settle {
-    fn verb(self) -> &'static str {
-        match self {
-            Settle::Claim => "claimed",
-            Settle::Release => "released",
-            Settle::Extend(_) => "extended",
-        }
-    }
-}
 
 impl<D: Dialect> SqlStore<D> {
     /// Claims, releases and extends of one shop, in arrival order, in one

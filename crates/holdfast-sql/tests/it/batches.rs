@@ -5,8 +5,7 @@
 //! and split fills — and one batch of claims, releases and extends the
 //! same — on every dialect.
 
-use holdfast_core::{Backend, Error, Reservation, ReservationId, ReserveRequest, Reserved, Ttl};
-use holdfast_sql::Settle;
+use holdfast_core::{Backend, Error, Reservation, ReservationId, ReserveRequest, Reserved, Settle, Ttl};
 use holdfast_sql::StoreConfig;
 use holdfast_testkit::*;
 
@@ -15,17 +14,42 @@ use holdfast_testkit::*;
 /// earlier answer it replays); a refusal as its kind and shortfalls.
 #[derive(Debug, PartialEq, Eq)]
 enum Told {
-    Made(Vec<(String, String, u32)>),
-    Replayed { of: Option<usize>, lines: Vec<(String, String, u32)> },
+    Made(Lines),
+    Replayed { of: Option<usize>, lines: Lines },
     Short(Vec<(String, u32, u32)>),
     Conflict,
     Other(String),
 }
 
+/// A hold's lines: (item, location, quantity).
+type Lines = Vec<(String, String, u32)>;
+
+fn lines_of(r: &Reservation) -> Lines {
+    r.lines.iter().map(|a| (a.item.to_string(), a.location.to_string(), a.quantity)).collect()
+}
+
+/// Two fresh databases of the backend: one that coalesces, one that does not.
+async fn batch_and_serial(b: Backend) -> (TestDb, TestDb) {
+    let serial = StoreConfig { coalesce: false, ..StoreConfig::default() };
+    (TestDb::new(b).await, TestDb::with_config(b, serial).await)
+}
+
+/// The batch's books and the serial order's agree on `items`, and both pass
+/// the audit.
+async fn same_books(batch: &TestDb, serial: &TestDb, items: &[&str]) {
+    for item in items {
+        assert_eq!(
+            batch.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
+            serial.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
+            "{item}: the books of the batch and of the serial order"
+        );
+    }
+    batch.assert_audit_clean().await;
+    serial.assert_audit_clean().await;
+}
+
 fn told(answers: &[Result<Reserved, Error>]) -> Vec<Told> {
-    let lines = |r: &Reserved| {
-        r.reservation.lines.iter().map(|a| (a.item.to_string(), a.location.to_string(), a.quantity)).collect()
-    };
+    let lines = |r: &Reserved| lines_of(&r.reservation);
     answers
         .iter()
         .map(|a| match a {
@@ -59,8 +83,7 @@ async fn setup(db: &TestDb) {
 }
 
 async fn one_batch_answers_as_the_serial_order_does(b: Backend) {
-    let batch = TestDb::new(b).await;
-    let serial = TestDb::with_config(b, StoreConfig { coalesce: false, ..StoreConfig::default() }).await;
+    let (batch, serial) = batch_and_serial(b).await;
     setup(&batch).await;
     setup(&serial).await;
     let reqs = vec![
@@ -97,32 +120,18 @@ async fn one_batch_answers_as_the_serial_order_does(b: Backend) {
     assert!(matches!(batched[0], Told::Made(_)) && matches!(batched[1], Told::Replayed { of: Some(0), .. }));
     assert_eq!(batched[2], Told::Conflict);
     assert!(matches!(batched[3], Told::Short(_)) && matches!(batched[6], Told::Short(_)));
-    for item in ["a", "b", "c"] {
-        assert_eq!(
-            batch.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
-            serial.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
-            "{item}: the books of the batch and of the serial order"
-        );
-    }
-    batch.assert_audit_clean().await;
-    serial.assert_audit_clean().await;
+    same_books(&batch, &serial, &["a", "b", "c"]).await;
 }
 
 holdfast_testkit::per_backend!(one_batch_answers_as_the_serial_order_does:
     postgres => Postgres, mysql => MySql, sqlite => Sqlite);
-
-/// A hold's lines: (item, location, quantity).
-type Lines = Vec<(String, String, u32)>;
 
 /// A settle answer without ids and times: the status and lines, or the error.
 fn settled(answers: &[Result<Reservation, Error>]) -> Vec<Result<(String, Lines), String>> {
     answers
         .iter()
         .map(|a| match a {
-            Ok(r) => Ok((
-                r.status.as_str().to_string(),
-                r.lines.iter().map(|a| (a.item.to_string(), a.location.to_string(), a.quantity)).collect(),
-            )),
+            Ok(r) => Ok((r.status.as_str().to_string(), lines_of(r))),
             Err(e) => Err(e.to_string()),
         })
         .collect()
@@ -145,8 +154,7 @@ async fn holds(db: &TestDb) -> Vec<ReservationId> {
 }
 
 async fn one_settle_batch_answers_as_the_serial_order_does(b: Backend) {
-    let batch = TestDb::new(b).await;
-    let serial = TestDb::with_config(b, StoreConfig { coalesce: false, ..StoreConfig::default() }).await;
+    let (batch, serial) = batch_and_serial(b).await;
     let (hb, hs) = (holds(&batch).await, holds(&serial).await);
     tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     let long = Ttl::from_secs(900).unwrap();
@@ -173,11 +181,7 @@ async fn one_settle_batch_answers_as_the_serial_order_does(b: Backend) {
     let batched = batch.db.batches.settle_batch(&shop("s1"), on(&hb)).await;
     let mut one_by_one = Vec::new();
     for (id, op) in on(&hs) {
-        one_by_one.push(match op {
-            Settle::Claim => serial.store.claim(&shop("s1"), id).await,
-            Settle::Release => serial.store.release(&shop("s1"), id).await,
-            Settle::Extend(ttl) => serial.store.extend(&shop("s1"), id, ttl).await,
-        });
+        one_by_one.push(op.on(&*serial.store, &shop("s1"), id).await);
     }
     let (got, want) = (settled(&batched), settled(&one_by_one));
     for (n, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -188,15 +192,7 @@ async fn one_settle_batch_answers_as_the_serial_order_does(b: Backend) {
     assert!(matches!(batched[9], Err(Error::NotFound)), "{:?}", batched[9]);
     let extended = batched[12].as_ref().unwrap().expires_at;
     assert!(extended > chrono::Utc::now() + chrono::Duration::seconds(800), "the extend moved the expiry: {extended}");
-    for item in ["a", "b"] {
-        assert_eq!(
-            batch.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
-            serial.store.levels(&shop("s1"), &holdfast_testkit::item(item)).await.unwrap(),
-            "{item}: the books of the batch and of the serial order"
-        );
-    }
-    batch.assert_audit_clean().await;
-    serial.assert_audit_clean().await;
+    same_books(&batch, &serial, &["a", "b"]).await;
 }
 
 holdfast_testkit::per_backend!(one_settle_batch_answers_as_the_serial_order_does:

@@ -16,13 +16,7 @@ async fn acknowledged_holds_survive_a_sigkill_mid_batch(b: Backend) {
     let db = TestDb::new(b).await;
     let serve = Serve::start(&db.url);
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    let stock = client
-        .put(format!("{}/v1/shops/s1/items/hot/locations/wh", serve.base))
-        .json(&json!({ "on_hand": 100_000 }))
-        .send()
-        .await
-        .unwrap();
-    assert!(stock.status().is_success(), "{}", stock.text().await.unwrap());
+    serve.set_stock(&client, "hot", 100_000).await;
 
     // Buyers reserve one unit each, as fast as they can; every 201 is a
     // promise. The server is killed once enough promises were made.

@@ -32,6 +32,18 @@ impl Serve {
         }
     }
 
+    /// `PUT`s `on_hand` of `item` at location `wh` of shop `s1` and asserts
+    /// the server took it.
+    pub async fn set_stock(&self, client: &reqwest::Client, item: &str, on_hand: i64) {
+        let res = client
+            .put(format!("{}/v1/shops/s1/items/{item}/locations/wh", self.base))
+            .json(&serde_json::json!({ "on_hand": on_hand }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    }
+
     /// `holdfast serve --listen 127.0.0.1:0 --log-format json ARGS…` with
     /// the environment `env`; waits until it serves or exits (30 s at most).
     pub fn launch(args: &[&str], env: &[(&str, &str)]) -> Started {

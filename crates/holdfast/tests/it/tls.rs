@@ -57,13 +57,7 @@ async fn https_serves_the_certificate_and_a_sighup_renews_it() {
     let res = client.get(format!("{}/readyz", serve.base)).send().await.unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(presented(&res), der("server.pem"), "the configured certificate");
-    let res = client
-        .put(format!("{}/v1/shops/s1/items/a/locations/wh", serve.base))
-        .json(&json!({ "on_hand": 5 }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+    serve.set_stock(&client, "a", 5).await;
     let body = json!({ "key": "k1", "lines": [{ "item": "a", "quantity": 2 }] });
     let res = client.post(format!("{}/v1/shops/s1/reservations", serve.base)).json(&body).send().await.unwrap();
     assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
