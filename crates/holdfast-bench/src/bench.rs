@@ -162,8 +162,8 @@ pub fn validate(opts: &BenchOptions) -> Result<(), Invalid> {
     {
         return Err(Invalid::new("webhooks", "delivers holdfast's events: for --backend sqlite, postgres or mysql"));
     }
-    if opts.webhooks.is_some_and(|n| !(1..=64).contains(&n)) {
-        return Err(Invalid::new("webhooks", "workers must be 1 to 64"));
+    if opts.webhooks.is_some_and(|n| n > 64) {
+        return Err(Invalid::new("webhooks", "workers must be 0 to 64"));
     }
     if sale.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         return Err(Invalid::new("rate", "must be a positive number of buyers per second"));

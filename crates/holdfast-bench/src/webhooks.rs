@@ -33,6 +33,8 @@ pub struct WebhookRun {
 #[derive(Debug)]
 pub struct Delivery {
     hooks: Arc<dyn WebhookStore>,
+    shop: ShopId,
+    subscription: String,
     received: Arc<AtomicU64>,
     workers: u32,
     stop: watch::Sender<bool>,
@@ -60,20 +62,30 @@ impl Delivery {
         let serving = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        holdfast_server::webhooks::subscribe(&*hooks, shop, &url, Topics::all()).await?;
+        let (sub, _) = holdfast_server::webhooks::subscribe(&*hooks, shop, &url, Topics::all()).await?;
         let (stop, stopped) = watch::channel(false);
         let cfg = WorkerConfig { workers, retention: None, idle: Duration::from_millis(20), ..Default::default() };
         let deliverer = Deliverer::new(hooks.clone(), cfg).map_err(|e| Error::Internal(format!("{e:#}")))?;
         let working = tokio::spawn(deliverer.run(stopped));
-        Ok(Delivery { hooks, received, workers, stop, tasks: vec![working, serving], started: Instant::now() })
+        Ok(Delivery {
+            hooks,
+            shop: shop.clone(),
+            subscription: sub.id,
+            received,
+            workers,
+            stop,
+            tasks: vec![working, serving],
+            started: Instant::now(),
+        })
     }
 
     /// After the sale: waits (at most `patience`) until nothing is pending,
-    /// then stops the workers and the receiver.
+    /// then stops the workers and the receiver and removes the subscription
+    /// (with what it left pending).
     pub async fn finish(self, patience: Duration) -> Result<WebhookRun, Error> {
         let sale_end = Instant::now();
         let mut pending = self.hooks.queue_stats().await?.pending;
-        while pending > 0 && sale_end.elapsed() < patience {
+        while pending > 0 && self.workers > 0 && sale_end.elapsed() < patience {
             tokio::time::sleep(Duration::from_millis(50)).await;
             pending = self.hooks.queue_stats().await?.pending;
         }
@@ -87,6 +99,7 @@ impl Delivery {
         for t in tasks {
             t.abort();
         }
+        self.hooks.remove_subscription(&self.shop, &self.subscription).await?;
         let delivered = self.received.load(Ordering::Relaxed);
         Ok(WebhookRun {
             workers: self.workers,

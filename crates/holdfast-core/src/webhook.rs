@@ -261,10 +261,11 @@ pub trait WebhookStore: Send + Sync + std::fmt::Debug {
     /// ran out (their worker died). Counts the attempt.
     async fn lease_deliveries(&self, limit: u32, lease: Duration) -> Result<Vec<Leased>>;
 
-    /// Records the outcome of attempt number `attempt` of a leased delivery.
-    /// Nothing is written when the delivery was leased again meanwhile (its
-    /// lease had run out): the later attempt records its own.
-    async fn record_attempt(&self, id: i64, attempt: u32, outcome: &Attempt) -> Result<()>;
+    /// Records, in one transaction, the outcome of each `(id, attempt,
+    /// outcome)`: attempt number `attempt` of a leased delivery. Nothing is
+    /// written for a delivery leased again meanwhile (its lease had run
+    /// out): the later attempt records its own.
+    async fn record_attempts(&self, outcomes: &[(i64, u32, Attempt)]) -> Result<()>;
 
     async fn queue_stats(&self) -> Result<QueueStats>;
 

@@ -378,47 +378,55 @@ impl<D: Dialect> WebhookStore for SqlStore<D> {
         .await
     }
 
-    async fn record_attempt(&self, id: i64, attempt: u32, outcome: &Attempt) -> Result<(), Error> {
+    async fn record_attempts(&self, outcomes: &[(i64, u32, Attempt)]) -> Result<(), Error> {
+        if outcomes.is_empty() {
+            return Ok(());
+        }
         let now = Utc::now();
-        let (status, at, http, error) = match outcome {
-            Attempt::Delivered { status } => (DeliveryStatus::Delivered, now, i64::from(*status), None),
-            Attempt::Failed { status, error, at } => (
-                if at.is_some() { DeliveryStatus::Pending } else { DeliveryStatus::Dead },
-                at.unwrap_or(now),
-                status.map_or(-1, i64::from),
-                Some(error.as_str()),
-            ),
-            Attempt::Gone => (DeliveryStatus::Dead, now, 410, Some("410 Gone: subscription disabled")),
-        };
-        let args = [
-            Arg::Int(id),
-            Arg::Int(attempt.into()),
-            Arg::Text(status.as_str()),
-            Arg::Time(at),
-            Arg::Int(http),
-            Arg::MaybeText(error),
-        ];
-        tag::op("webhook", async {
+        let gone = tag::op("webhook", async {
             let work = async {
                 let mut tx = D::begin(&self.pool, TxMode::Write).await?;
                 let _lease = tag::Lease::transaction();
-                let n = run::exec::<D>(&mut tx, Stmt::WebhookRecord, &args).await?;
-                if n > 0 && *outcome == Attempt::Gone {
-                    let sub = run::all::<D, _>(&mut tx, Stmt::WebhookSubOf, &[Arg::Int(id)], |r| {
-                        D::Db::text(r, "subscription_id")
-                    })
-                    .await?;
-                    for s in &sub {
-                        run::exec::<D>(&mut tx, Stmt::WebhookDisable, &[Arg::Text(s), Arg::Time(now)]).await?;
-                        run::exec::<D>(&mut tx, Stmt::WebhookKillPending, &[Arg::Text(s)]).await?;
+                let mut gone = false;
+                for (id, attempt, outcome) in outcomes {
+                    let (status, at, http, error) = match outcome {
+                        Attempt::Delivered { status } => (DeliveryStatus::Delivered, now, i64::from(*status), None),
+                        Attempt::Failed { status, error, at } => (
+                            if at.is_some() { DeliveryStatus::Pending } else { DeliveryStatus::Dead },
+                            at.unwrap_or(now),
+                            status.map_or(-1, i64::from),
+                            Some(error.as_str()),
+                        ),
+                        Attempt::Gone => (DeliveryStatus::Dead, now, 410, Some("410 Gone: subscription disabled")),
+                    };
+                    let args = [
+                        Arg::Int(*id),
+                        Arg::Int((*attempt).into()),
+                        Arg::Text(status.as_str()),
+                        Arg::Time(at),
+                        Arg::Int(http),
+                        Arg::MaybeText(error),
+                    ];
+                    let n = run::exec::<D>(&mut tx, Stmt::WebhookRecord, &args).await?;
+                    if n > 0 && *outcome == Attempt::Gone {
+                        gone = true;
+                        let subs = run::all::<D, _>(&mut tx, Stmt::WebhookSubOf, &[Arg::Int(*id)], |r| {
+                            D::Db::text(r, "subscription_id")
+                        })
+                        .await?;
+                        for sub in &subs {
+                            run::exec::<D>(&mut tx, Stmt::WebhookDisable, &[Arg::Text(sub), Arg::Time(now)]).await?;
+                            run::exec::<D>(&mut tx, Stmt::WebhookKillPending, &[Arg::Text(sub)]).await?;
+                        }
                     }
                 }
-                tx.commit().await
+                tx.commit().await?;
+                Ok(gone)
             };
             work.await.map_err(run::plain_error::<D>)
         })
         .await?;
-        if *outcome == Attempt::Gone {
+        if gone {
             self.outbox.reload(self).await.map_err(run::plain_error::<D>)?;
         }
         Ok(())

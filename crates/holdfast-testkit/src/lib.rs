@@ -21,6 +21,7 @@
 pub mod conformance;
 mod db;
 mod names;
+pub mod receiver;
 mod redis;
 mod statement_log;
 mod subject;

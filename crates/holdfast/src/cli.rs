@@ -666,9 +666,10 @@ pub struct FlashSaleArgs {
     #[arg(long, value_name = "SECONDS", conflicts_with = "target")]
     pub retention: Option<u64>,
     /// Library targets: subscribe the run's shop to every event at a
-    /// receiver in this process and deliver with N workers beside the sale;
-    /// the report gains `webhooks` (delivered, pending, drain_seconds,
-    /// deliveries_per_second).
+    /// receiver in this process and deliver with N workers beside the sale
+    /// (0: the events are written and left pending, to measure writing them
+    /// alone); the report gains `webhooks` (delivered, pending,
+    /// drain_seconds, deliveries_per_second).
     #[arg(long, value_name = "N", conflicts_with = "target")]
     pub webhooks: Option<u32>,
 }

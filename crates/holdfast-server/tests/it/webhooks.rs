@@ -5,135 +5,21 @@
 //! several workers never send one delivery at once and lose none.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::http::StatusCode;
 use holdfast_core::{
     Backend, DeliveryStatus, ReservationId, ReservationStatus, ReserveRequest, Topic, Topics, Ttl, WebhookStore,
 };
 use holdfast_server::webhooks::{Deliverer, WorkerConfig, sign, subscribe};
 use holdfast_sql::StoreConfig;
-use rand::Rng;
 use serde_json::Value;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
+use crate::support::receiver::{Got, Receiver, ok};
 use crate::support::*;
-
-/// One request the receiver got.
-#[derive(Debug, Clone)]
-struct Got {
-    path: String,
-    id: String,
-    timestamp: i64,
-    signature: String,
-    body: String,
-}
-
-impl Got {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.body).expect("a JSON body")
-    }
-}
-
-/// How the receiver answers: given the path and how many times it has seen
-/// this (path, webhook-id) before, a status.
-type Policy = fn(&str, u32) -> u16;
-
-struct Receiver {
-    url: String,
-    got: Mutex<Vec<Got>>,
-    seen: Mutex<HashMap<(String, String), u32>>,
-    in_flight: Mutex<HashSet<(String, String)>>,
-    /// A request that arrived while the same (path, webhook-id) was in flight.
-    overlaps: AtomicU64,
-    /// While set, requests wait for `release` before they are answered.
-    stall: AtomicBool,
-    release: Notify,
-    policy: Policy,
-    /// Most random delay before answering, ms.
-    jitter_ms: u64,
-}
-
-impl Receiver {
-    async fn start(policy: Policy, jitter_ms: u64) -> Arc<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let rx = Arc::new(Receiver {
-            url,
-            got: Mutex::default(),
-            seen: Mutex::default(),
-            in_flight: Mutex::default(),
-            overlaps: AtomicU64::new(0),
-            stall: AtomicBool::new(false),
-            release: Notify::new(),
-            policy,
-            jitter_ms,
-        });
-        let app = axum::Router::new().fallback(hit).with_state(rx.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        rx
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.url)
-    }
-
-    fn got(&self) -> Vec<Got> {
-        self.got.lock().unwrap().clone()
-    }
-
-    fn at(&self, path: &str) -> Vec<Got> {
-        self.got().into_iter().filter(|g| g.path == path).collect()
-    }
-}
-
-/// Removes its (path, id) from the in-flight set however the handler ends
-/// (also when the sender goes away mid-request).
-struct InFlight(Arc<Receiver>, (String, String));
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.lock().unwrap().remove(&self.1);
-    }
-}
-
-async fn hit(State(rx): State<Arc<Receiver>>, uri: Uri, headers: HeaderMap, body: String) -> StatusCode {
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
-    let got = Got {
-        path: uri.path().to_string(),
-        id: header("webhook-id"),
-        timestamp: header("webhook-timestamp").parse().unwrap_or(-1),
-        signature: header("webhook-signature"),
-        body,
-    };
-    let key = (got.path.clone(), got.id.clone());
-    if !rx.in_flight.lock().unwrap().insert(key.clone()) {
-        rx.overlaps.fetch_add(1, Ordering::SeqCst);
-    }
-    let _guard = InFlight(rx.clone(), key.clone());
-    let before = {
-        let mut seen = rx.seen.lock().unwrap();
-        let n = seen.entry(key).or_default();
-        *n += 1;
-        *n - 1
-    };
-    rx.got.lock().unwrap().push(got.clone());
-    while rx.stall.load(Ordering::SeqCst) {
-        rx.release.notified().await;
-    }
-    if rx.jitter_ms > 0 {
-        let ms = rand::thread_rng().gen_range(0..=rx.jitter_ms);
-        tokio::time::sleep(Duration::from_millis(ms)).await;
-    }
-    StatusCode::from_u16((rx.policy)(&got.path, before)).unwrap()
-}
-
-fn ok(_: &str, _: u32) -> u16 {
-    200
-}
 
 fn config(workers: u32) -> WorkerConfig {
     WorkerConfig {
@@ -349,7 +235,7 @@ pub async fn a_worker_killed_mid_batch_loses_nothing(b: Backend) {
         }
         // The first worker leases a batch and sends it; the receiver holds
         // the requests; the worker is killed with them in flight.
-        rx.stall.store(true, Ordering::SeqCst);
+        rx.stall();
         let lease = Duration::from_millis(1_500);
         let first = Deliverer::new(hooks.clone(), WorkerConfig { lease, ..config(1) }).unwrap();
         let leased = std::time::Instant::now();
@@ -360,8 +246,7 @@ pub async fn a_worker_killed_mid_batch_loses_nothing(b: Backend) {
         task.abort();
         let in_flight: HashSet<String> = rx.got().iter().map(|g| g.id.clone()).collect();
         assert_eq!(in_flight.len(), 16);
-        rx.stall.store(false, Ordering::SeqCst);
-        rx.release.notify_waiters();
+        rx.unstall();
         // Another worker: the other 24 at once, the killed worker's 16 when
         // their lease has run out.
         drain(&hooks, WorkerConfig { lease, ..config(1) }).await;

@@ -14,8 +14,6 @@ mod reports;
 mod reserve;
 pub(crate) use reserve::reservation;
 mod settle;
-
-#[cfg(feature = "testing")]
 mod stock;
 
 use std::future::Future;

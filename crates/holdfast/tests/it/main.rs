@@ -4,3 +4,4 @@
 mod crash;
 mod serve;
 mod tls;
+mod worker;
