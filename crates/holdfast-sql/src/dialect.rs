@@ -149,6 +149,8 @@ statements! { $;
     WebhookLeased => "webhook_leased",
     /// (id, attempt, status, next attempt, HTTP status or -1, error).
     WebhookRecord => "webhook_record",
+    /// (outcomes: a JSON array of {id, attempt, status, at_ms, http, error}).
+    WebhookRecordMany => "webhook_record_many",
     /// (delivery id) → its subscription_id.
     WebhookSubOf => "webhook_sub_of",
     /// (subscription id, at).

@@ -387,6 +387,9 @@ impl<D: Dialect> WebhookStore for SqlStore<D> {
             let work = async {
                 let mut tx = D::begin(&self.pool, TxMode::Write).await?;
                 let _lease = tag::Lease::transaction();
+                // Every outcome but 410 in one statement; a 410 also
+                // disables its subscription, so it goes alone (rare).
+                let mut many = Vec::new();
                 let mut gone = false;
                 for (id, attempt, outcome) in outcomes {
                     let (status, at, http, error) = match outcome {
@@ -399,6 +402,17 @@ impl<D: Dialect> WebhookStore for SqlStore<D> {
                         ),
                         Attempt::Gone => (DeliveryStatus::Dead, now, 410, Some("410 Gone: subscription disabled")),
                     };
+                    if *outcome != Attempt::Gone {
+                        many.push(json!({
+                            "id": id,
+                            "attempt": attempt,
+                            "status": status.as_str(),
+                            "at_ms": at.timestamp_millis(),
+                            "http": http,
+                            "error": error,
+                        }));
+                        continue;
+                    }
                     let args = [
                         Arg::Int(*id),
                         Arg::Int((*attempt).into()),
@@ -407,18 +421,22 @@ impl<D: Dialect> WebhookStore for SqlStore<D> {
                         Arg::Int(http),
                         Arg::MaybeText(error),
                     ];
-                    let n = run::exec::<D>(&mut tx, Stmt::WebhookRecord, &args).await?;
-                    if n > 0 && *outcome == Attempt::Gone {
-                        gone = true;
-                        let subs = run::all::<D, _>(&mut tx, Stmt::WebhookSubOf, &[Arg::Int(*id)], |r| {
-                            D::Db::text(r, "subscription_id")
-                        })
-                        .await?;
-                        for sub in &subs {
-                            run::exec::<D>(&mut tx, Stmt::WebhookDisable, &[Arg::Text(sub), Arg::Time(now)]).await?;
-                            run::exec::<D>(&mut tx, Stmt::WebhookKillPending, &[Arg::Text(sub)]).await?;
-                        }
+                    if run::exec::<D>(&mut tx, Stmt::WebhookRecord, &args).await? == 0 {
+                        continue;
                     }
+                    gone = true;
+                    let subs = run::all::<D, _>(&mut tx, Stmt::WebhookSubOf, &[Arg::Int(*id)], |r| {
+                        D::Db::text(r, "subscription_id")
+                    })
+                    .await?;
+                    for sub in &subs {
+                        run::exec::<D>(&mut tx, Stmt::WebhookDisable, &[Arg::Text(sub), Arg::Time(now)]).await?;
+                        run::exec::<D>(&mut tx, Stmt::WebhookKillPending, &[Arg::Text(sub)]).await?;
+                    }
+                }
+                if !many.is_empty() {
+                    let list = serde_json::Value::Array(many).to_string();
+                    run::exec::<D>(&mut tx, Stmt::WebhookRecordMany, &[Arg::Text(&list)]).await?;
                 }
                 tx.commit().await?;
                 Ok(gone)
