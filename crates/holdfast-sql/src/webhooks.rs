@@ -165,12 +165,13 @@ impl<D: Dialect> SqlStore<D> {
     /// wants each; one statement for all of them, none when nobody does.
     pub(crate) async fn write_events(&self, tx: &mut Conn<D>, events: &[Event]) -> sqlx::Result<()> {
         let now = Utc::now();
-        let mut rows = Vec::new();
+        let (mut rows, mut written) = (Vec::new(), 0u64);
         for e in events {
             let subs = self.outbox.wanted(self, Some(&mut *tx), &e.shop, e.topic).await?;
             if subs.is_empty() {
                 continue;
             }
+            written += 1;
             let id = event_id();
             let payload = json!({
                 "id": id,
@@ -195,7 +196,7 @@ impl<D: Dialect> SqlStore<D> {
         }
         let list = serde_json::Value::Array(rows).to_string();
         run::exec::<D>(tx, Stmt::OutboxInsert, &[Arg::Text(&list), Arg::Time(now)]).await?;
-        metrics::counter!("holdfast_webhook_events_total").increment(events.len() as u64);
+        metrics::counter!("holdfast_webhook_events_total").increment(written);
         Ok(())
     }
 }
