@@ -825,6 +825,17 @@ mod tests {
         }
     }
 
+    /// A reserve of one unit of `i` at `a` held for one second.
+    fn one_second(key: &str) -> Call {
+        Call::Reserve {
+            key: key.into(),
+            lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
+            ttl: 1,
+            partial: false,
+            split: false,
+        }
+    }
+
     fn held(id: i64, qty: u32, from_ms: i64, created: bool) -> Answer {
         Answer::Reservation(Held {
             id,
@@ -999,13 +1010,6 @@ mod tests {
                 created: Some(true),
             })
         };
-        let short_ttl = |key: &str| Call::Reserve {
-            key: key.into(),
-            lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
-            ttl: 1,
-            partial: false,
-            split: false,
-        };
         let t0 = 1_000 * S;
         let claimed = Answer::Reservation(Held {
             id: 4,
@@ -1017,14 +1021,14 @@ mod tests {
         // Claimed two seconds after a 1 s hold expired: wrong.
         let r = H::default()
             .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, Some(11), short_ttl("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
             .op(1, 3_000, Some(3_002), Call::Claim { id: 4 }, claimed.clone())
             .check();
         assert_eq!(r.violations.len(), 1, "a claim after expiry passed");
         // Refused as expired, and the unit is free again for the next buyer.
         let r = H::default()
             .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, Some(11), short_ttl("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
             .op(
                 1,
                 3_000,
@@ -1032,15 +1036,15 @@ mod tests {
                 Call::Claim { id: 4 },
                 Answer::Refused { code: "reservation_expired".into(), lines: vec![] },
             )
-            .op(2, 3_010, Some(3_012), short_ttl("k2"), hold(5, t0 + 3_010_000 + S))
+            .op(2, 3_010, Some(3_012), one_second("k2"), hold(5, t0 + 3_010_000 + S))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // In time, the claim stands.
         let r = H::default()
             .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, Some(11), short_ttl("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
             .op(1, 500, Some(502), Call::Claim { id: 4 }, claimed)
-            .op(2, 3_010, Some(3_012), short_ttl("k2"), short(1, 0))
+            .op(2, 3_010, Some(3_012), one_second("k2"), short(1, 0))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
     }
@@ -1048,13 +1052,6 @@ mod tests {
     #[test]
     fn a_settle_called_in_time_takes_back_a_hold_readers_saw_lapse() {
         let t0 = 1_000 * S;
-        let one_second = |key: &str| Call::Reserve {
-            key: key.into(),
-            lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
-            ttl: 1,
-            partial: false,
-            split: false,
-        };
         let hold = |status: &str, expires_at: i64| {
             Answer::Reservation(Held {
                 id: 4,
@@ -1117,13 +1114,6 @@ mod tests {
     #[test]
     fn a_reserve_answered_after_its_hold_lapsed_frees_the_units_at_the_lapse() {
         let t0 = 1_000 * S;
-        let one_second = |key: &str| Call::Reserve {
-            key: key.into(),
-            lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
-            ttl: 1,
-            partial: false,
-            split: false,
-        };
         let answer = |id, status: &str, expires_at| {
             Answer::Reservation(Held {
                 id,
