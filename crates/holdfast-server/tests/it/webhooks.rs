@@ -219,6 +219,13 @@ pub async fn failures_are_retried_with_the_same_id_and_410_disables(b: Backend) 
         assert!(!hooks.retry_delivery(&shop("other"), dead[1].id).await.unwrap());
         let pending = hooks.list_deliveries(&s1, Some(DeliveryStatus::Pending), 100).await.unwrap();
         assert_eq!(pending.len(), 2);
+        // Retention removes delivered deliveries only, older ones first.
+        assert_eq!(hooks.purge_deliveries(Duration::from_secs(3_600), 100).await.unwrap(), 0);
+        assert_eq!(hooks.purge_deliveries(Duration::ZERO, 2).await.unwrap(), 2);
+        assert_eq!(hooks.purge_deliveries(Duration::ZERO, 100).await.unwrap(), 1);
+        let left = hooks.list_deliveries(&s1, None, 100).await.unwrap();
+        assert_eq!(left.len(), 4, "{left:?}");
+        assert!(left.iter().all(|d| d.status != DeliveryStatus::Delivered));
     })
     .await;
 }
