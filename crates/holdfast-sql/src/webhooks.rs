@@ -22,6 +22,7 @@ use holdfast_core::{
 use rand::RngCore;
 use serde_json::json;
 
+use crate::detach::Detached;
 use crate::dialect::{Conn, Dialect, Gone, Stmt, TxMode};
 use crate::driver::{Arg, Driver};
 use crate::engine::SqlStore;
@@ -115,7 +116,7 @@ impl Outbox {
             }
             Some(at) if at.elapsed() >= REFRESH => {
                 if !self.refreshing.swap(true, Ordering::AcqRel)
-                    && let Some(me) = store.me()
+                    && let Some(me) = store.weak_self().upgrade()
                 {
                     tokio::spawn(async move {
                         if let Err(e) = me.outbox.reload(&*me).await {

@@ -151,11 +151,6 @@ impl<D: Dialect> SqlStore<D> {
         Self { pool, cfg, counters, gates, coalesce, outbox, me }
     }
 
-    /// The `Arc` this store lives in, while it lives.
-    pub(crate) fn me(&self) -> Option<Arc<Self>> {
-        self.me.upgrade()
-    }
-
     /// A claim, release or extend: in a batch of its shop's, or alone.
     async fn settle(&self, shop: &ShopId, id: ReservationId, op: Settle) -> Result<Reservation, Error> {
         let Some(c) = &self.coalesce else {
