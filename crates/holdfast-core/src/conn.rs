@@ -13,6 +13,10 @@ pub struct ConnHold {
     /// holdfast's operation (`reserve`, `claim`, `replenish`, …) or a
     /// caller's `X-Conn-Tag`.
     pub tag: String,
+    /// The pod whose connections these are, when the process runs pods
+    /// (`--pods`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
     /// Connections handed out (one per transaction or standalone read).
     pub checkouts: u64,
     pub transactions: u64,
@@ -35,7 +39,7 @@ impl ConnHold {
         let mut rows: Vec<ConnHold> = after
             .iter()
             .filter_map(|a| {
-                let b = before.iter().find(|b| b.tag == a.tag);
+                let b = before.iter().find(|b| b.tag == a.tag && b.pod == a.pod);
                 let sub = |f: fn(&ConnHold) -> u64| f(a).saturating_sub(b.map(f).unwrap_or(0));
                 let checkouts = sub(|r| r.checkouts);
                 let statements = sub(|r| r.statements);
@@ -46,6 +50,7 @@ impl ConnHold {
                 let earlier_max = b.and_then(|b| b.hold_seconds_max).unwrap_or(0.0);
                 Some(ConnHold {
                     tag: a.tag.clone(),
+                    pod: a.pod.clone(),
                     checkouts,
                     transactions: sub(|r| r.transactions),
                     statements,
@@ -68,6 +73,7 @@ mod tests {
     fn row(tag: &str, checkouts: u64, total: f64, max: f64) -> ConnHold {
         ConnHold {
             tag: tag.into(),
+            pod: None,
             checkouts,
             transactions: checkouts,
             statements: checkouts * 3,

@@ -173,5 +173,20 @@ pub struct AuditBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthBody {
+    /// `ok` (`/healthz`); `ready`, or `degraded` when some pods cannot be
+    /// reached (`/readyz`).
     pub status: &'static str,
+    /// With pods: each pod and whether it answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pods: Option<Vec<PodHealth>>,
+}
+
+/// One pod's answer to the readiness check.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PodHealth {
+    pub pod: String,
+    pub ready: bool,
+    /// Why not, when not ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }

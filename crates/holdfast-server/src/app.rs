@@ -16,7 +16,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use holdfast_sql::{ConnectOptions, StoreConfig, redact};
+use holdfast_sql::redact;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceBuilder;
@@ -179,20 +179,11 @@ impl Application {
     /// the listener.
     pub async fn build(settings: Settings) -> anyhow::Result<Self> {
         settings.validate()?;
-        let url = settings.database_url();
-        let mut opts = ConnectOptions::new(&url);
-        opts.max_connections = settings.max_connections;
-        opts.acquire_timeout = Duration::from_millis(settings.acquire_timeout_ms);
-        (opts.max_lifetime, opts.idle_timeout) = settings.lifetimes;
-        opts.store = StoreConfig {
-            pool_cap: settings.pool_cap,
-            coalesce: settings.coalesce,
-            coalesce_max_batch: settings.coalesce_max_batch,
-            ..StoreConfig::default()
-        };
-        let db = holdfast_sql::open(&opts).await.with_context(|| format!("connecting to {}", redact(&url)))?;
+        let opts = settings.connect_options()?;
+        let db =
+            holdfast_sql::open(&opts).await.with_context(|| format!("connecting to {}", settings.database_name()))?;
         if settings.migrate {
-            db.store.migrate().await.context("migrating the database")?;
+            migrate(&db).await?;
         }
         if settings.insecure_no_auth {
             tracing::warn!(
@@ -248,21 +239,41 @@ impl Application {
             .with_retention(self.state.settings.retention())
     }
 
+    /// The sweepers to run: the served store's, or with pods one per pod
+    /// (and one for the legacy Redis store), so that a pod that is down
+    /// holds up no other pod's expiries.
+    fn sweepers(&self) -> Vec<(Option<String>, Sweeper)> {
+        let s = &self.state.settings;
+        let sweeper = |store| Sweeper::new(store, s.sweep_batch).with_retention(s.retention());
+        if !self.state.db.has_pods() {
+            return vec![(None, self.sweeper())];
+        }
+        let mut all: Vec<_> =
+            self.state.db.pods().into_iter().map(|p| (Some(p.name), sweeper(p.db.store.clone()))).collect();
+        if let Some(m) = &self.state.migration {
+            all.push((None, sweeper(m.redis.clone())));
+        }
+        all
+    }
+
     /// Serves until `shutdown` resolves; then stops accepting, finishes the
     /// requests in flight, stops the sweeper and returns.
     pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
         let (stop, stopped) = watch::channel(false);
-        let sweeper =
-            self.state.settings.sweep_interval().map(|every| tokio::spawn(self.sweeper().run(every, stopped.clone())));
+        let mut tasks = Vec::new();
+        if let Some(every) = self.state.settings.sweep_interval() {
+            for (pod, sweeper) in self.sweepers() {
+                let run = sweeper.run(every, stopped.clone());
+                tasks.push(match pod {
+                    Some(pod) => tokio::spawn(holdfast_sql::in_pod(pod, run)),
+                    None => tokio::spawn(run),
+                });
+            }
+        }
         let workers = self.state.settings.webhook_workers();
-        let webhooks = match workers.workers {
-            0 => None,
-            _ => Some(tokio::spawn(
-                crate::webhooks::Deliverer::new(self.state.db.webhooks.clone(), workers)
-                    .context("starting the webhook workers")?
-                    .run(stopped),
-            )),
-        };
+        if workers.workers > 0 {
+            tasks.extend(crate::webhooks::spawn_per_pod(&self.state.db, workers, &stopped)?);
+        }
         let settings = self.state.settings.clone();
         tracing::info!(
             listen = %self.local_addr(),
@@ -287,12 +298,32 @@ impl Application {
         }
         .context("serving");
         let _ = stop.send(true);
-        for task in [sweeper, webhooks].into_iter().flatten() {
+        for task in tasks {
             let _ = task.await;
         }
         tracing::info!("stopped");
         outcome
     }
+}
+
+/// Migrates the database, or each pod. A pod that cannot be reached is
+/// left as it is, with a warning: its shops answer `503` until it is back
+/// (and migrated, by `holdfast migrate` or the next start), while the other
+/// pods serve.
+async fn migrate(db: &holdfast_sql::Database) -> anyhow::Result<()> {
+    if !db.has_pods() {
+        return db.store.migrate().await.context("migrating the database");
+    }
+    for pod in db.pods() {
+        match holdfast_sql::in_pod(pod.name.clone(), pod.db.store.migrate()).await {
+            Ok(()) => {}
+            Err(holdfast_core::Error::Unavailable(e)) => {
+                tracing::warn!(pod = %pod.name, error = %e, "pod unreachable: not migrated; its shops answer 503 until it is back")
+            }
+            Err(e) => return Err(e).with_context(|| format!("migrating pod {} ({})", pod.name, pod.url)),
+        }
+    }
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use holdfast_core::ShopId;
-use holdfast_sql::ConnectOptions;
 use serde_json::json;
 
 use crate::settings::{LogFormat, Settings};
@@ -108,6 +107,8 @@ impl WebhookFlags {
 #[derive(Debug, Clone)]
 pub struct DbFlags {
     pub database_url: Option<String>,
+    /// `--pods FILE.toml`.
+    pub pods: Option<PathBuf>,
     pub max_connections: u32,
     pub pool_cap: u32,
     /// `None`: as the configuration file says (default on).
@@ -163,6 +164,12 @@ impl DbFlags {
         if db.database_url.is_some() {
             s.database_url = db.database_url.clone();
             s.database_url_file = None;
+            s.pods = None;
+        }
+        if db.pods.is_some() {
+            s.pods = db.pods.clone();
+            s.database_url = None;
+            s.database_url_file = None;
         }
         s.lifetimes = db.lifetimes;
         s.max_connections = db.max_connections;
@@ -212,39 +219,42 @@ pub async fn worker(args: WorkerArgs, db: DbFlags) -> ExitCode {
         }
     };
     logging::init(settings.log_format);
-    let url = settings.database_url();
-    let mut opts = ConnectOptions::new(&url);
-    opts.max_connections = settings.max_connections;
-    (opts.max_lifetime, opts.idle_timeout) = settings.lifetimes;
     let started = async {
+        let opts = settings.connect_options()?;
         let database = holdfast_sql::open(&opts).await?;
-        if url.starts_with("sqlite:") {
+        if opts.pods.is_none() && opts.url.starts_with("sqlite:") {
             database.store.migrate().await?;
         }
-        Ok::<_, holdfast_core::Error>(database)
+        Ok::<_, anyhow::Error>(database)
     };
     let database = match started.await {
-        Ok(d) => d,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start");
-            return ExitCode::from(5);
-        }
-    };
-    let cfg = settings.webhook_workers();
-    tracing::info!(workers = cfg.workers, backend = database.store.backend().name(), "holdfast webhook worker");
-    let deliverer = match crate::webhooks::Deliverer::new(database.webhooks.clone(), cfg) {
         Ok(d) => d,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "cannot start");
             return ExitCode::from(5);
         }
     };
+    let cfg = settings.webhook_workers();
+    tracing::info!(
+        workers = cfg.workers,
+        pods = database.pods().len(),
+        backend = database.store.backend().name(),
+        "holdfast webhook worker"
+    );
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(deliverer.run(stopped));
+    let runs = match crate::webhooks::spawn_per_pod(&database, cfg, &stopped) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "cannot start");
+            return ExitCode::from(5);
+        }
+    };
     shutdown_signal().await;
     tracing::info!("stopping: finishing the deliveries in flight");
     let _ = stop.send(true);
-    let _ = run.await;
+    for run in runs {
+        let _ = run.await;
+    }
     ExitCode::SUCCESS
 }
 
@@ -343,17 +353,31 @@ pub fn conn_table(body: &serde_json::Value) -> String {
     let mut rows: Vec<&serde_json::Value> = body["tags"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
     let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or(0.0);
     rows.sort_by(|a, b| f(b, "hold_seconds_total").total_cmp(&f(a, "hold_seconds_total")));
+    // With pods, each row is one pod's: a POD column first.
+    let pods = rows.iter().any(|r| r["pod"].is_string());
+    let pod = |r: &serde_json::Value| match pods {
+        true => format!("{:<16} ", r["pod"].as_str().unwrap_or("-")),
+        false => String::new(),
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<32} {:>10} {:>12} {:>11} {:>11} {:>9} {:>9}",
-        "TAG", "CHECKOUTS", "TRANSACTIONS", "STATEMENTS", "TOTAL S", "MEAN MS", "MAX MS"
+        "{}{:<32} {:>10} {:>12} {:>11} {:>11} {:>9} {:>9}",
+        if pods { format!("{:<16} ", "POD") } else { String::new() },
+        "TAG",
+        "CHECKOUTS",
+        "TRANSACTIONS",
+        "STATEMENTS",
+        "TOTAL S",
+        "MEAN MS",
+        "MAX MS"
     );
     for r in rows {
         let n = |k: &str| r[k].as_u64().unwrap_or(0);
         let _ = writeln!(
             out,
-            "{:<32} {:>10} {:>12} {:>11} {:>11.3} {:>9.2} {:>9}",
+            "{}{:<32} {:>10} {:>12} {:>11} {:>11.3} {:>9.2} {:>9}",
+            pod(r),
             r["tag"].as_str().unwrap_or("?"),
             n("checkouts"),
             n("transactions"),
@@ -427,19 +451,18 @@ pub async fn token(cmd: TokenCommand, db: DbFlags) -> ExitCode {
 }
 
 async fn token_inner(cmd: TokenCommand, db: DbFlags) -> anyhow::Result<ExitCode> {
-    let url = db.database_url.clone().unwrap_or_else(holdfast_sql::default_database_url);
     if let TokenCommand::Create { shops, admin: false, .. } = &cmd
         && shops.is_empty()
     {
         eprintln!("error[invalid_request]: give at least one --shop, or --admin");
         return Ok(ExitCode::from(2));
     }
-    let mut opts = ConnectOptions::new(&url);
+    let mut opts = db.settings(None)?.connect_options()?;
     opts.max_connections = 2;
     let database = holdfast_sql::open(&opts).await.context("connecting")?;
     // Like every other command: the embedded default migrates itself;
     // servers are migrated by `holdfast migrate` (or `serve`).
-    if url.starts_with("sqlite:") {
+    if opts.pods.is_none() && opts.url.starts_with("sqlite:") {
         database.store.migrate().await.context("migrating")?;
     }
     let tokens = database.tokens;

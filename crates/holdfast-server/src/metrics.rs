@@ -77,10 +77,21 @@ pub async fn render(State(state): State<AppState>) -> ([(axum::http::HeaderName,
     counter!("holdfast_store_expired_total").absolute(stats.expired);
     counter!("holdfast_store_reserves_batched_total").absolute(stats.reserves_batched);
     counter!("holdfast_store_reserve_batches_total").absolute(stats.reserve_batches);
-    let pool = state.db.pool_status();
-    gauge!("holdfast_db_pool_connections", "state" => "idle").set(pool.idle as f64);
-    gauge!("holdfast_db_pool_connections", "state" => "in_use").set(pool.size.saturating_sub(pool.idle) as f64);
-    gauge!("holdfast_db_pool_max").set(pool.max as f64);
+    if state.db.has_pods() {
+        for pod in state.db.pods() {
+            let pool = pod.db.pool_status();
+            let name = pod.name;
+            gauge!("holdfast_db_pool_connections", "state" => "idle", "pod" => name.clone()).set(pool.idle as f64);
+            gauge!("holdfast_db_pool_connections", "state" => "in_use", "pod" => name.clone())
+                .set(pool.size.saturating_sub(pool.idle) as f64);
+            gauge!("holdfast_db_pool_max", "pod" => name).set(pool.max as f64);
+        }
+    } else {
+        let pool = state.db.pool_status();
+        gauge!("holdfast_db_pool_connections", "state" => "idle").set(pool.idle as f64);
+        gauge!("holdfast_db_pool_connections", "state" => "in_use").set(pool.size.saturating_sub(pool.idle) as f64);
+        gauge!("holdfast_db_pool_max").set(pool.max as f64);
+    }
     state.metrics.run_upkeep();
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render())
 }

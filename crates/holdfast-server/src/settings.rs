@@ -30,6 +30,9 @@ pub struct Settings {
     /// A file holding the database URL (a mounted secret); read at start-up
     /// into `database_url`.
     pub database_url_file: Option<PathBuf>,
+    /// A pods file: shops spread over several databases (instead of
+    /// `database_url`).
+    pub pods: Option<PathBuf>,
     /// Set by the CLI's global `--db-max-lifetime` / `--db-idle-timeout`
     /// (not TOML keys): how long a connection lives, and stays idle.
     #[serde(skip)]
@@ -103,6 +106,7 @@ impl Default for Settings {
             listen: SocketAddr::from(([127, 0, 0, 1], 7878)),
             database_url: None,
             database_url_file: None,
+            pods: None,
             lifetimes: (Some(holdfast_sql::DEFAULT_MAX_LIFETIME), Some(holdfast_sql::DEFAULT_IDLE_TIMEOUT)),
             max_connections: 32,
             acquire_timeout_ms: 2_000,
@@ -154,6 +158,34 @@ impl Settings {
         self.database_url.clone().unwrap_or_else(holdfast_sql::default_database_url)
     }
 
+    /// How to reach the database, or the pods: URL or pods file, pool size
+    /// and ages, and the store's settings.
+    pub fn connect_options(&self) -> anyhow::Result<holdfast_sql::ConnectOptions> {
+        let mut opts = holdfast_sql::ConnectOptions::new(self.database_url());
+        opts.max_connections = self.max_connections;
+        opts.acquire_timeout = Duration::from_millis(self.acquire_timeout_ms);
+        (opts.max_lifetime, opts.idle_timeout) = self.lifetimes;
+        opts.store = holdfast_sql::StoreConfig {
+            pool_cap: self.pool_cap,
+            coalesce: self.coalesce,
+            coalesce_max_batch: self.coalesce_max_batch,
+            ..holdfast_sql::StoreConfig::default()
+        };
+        if let Some(path) = &self.pods {
+            opts.pods = Some(holdfast_sql::PodsFile::read(path)?);
+        }
+        Ok(opts)
+    }
+
+    /// What the database is, for messages: the URL without its password,
+    /// or the pods file.
+    pub fn database_name(&self) -> String {
+        match &self.pods {
+            Some(path) => format!("the pods of {}", path.display()),
+            None => holdfast_sql::redact(&self.database_url()),
+        }
+    }
+
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }
@@ -195,6 +227,10 @@ impl Settings {
         anyhow::ensure!(
             self.database_url.is_none() || self.database_url_file.is_none(),
             "give database_url or database_url_file, not both"
+        );
+        anyhow::ensure!(
+            self.pods.is_none() || (self.database_url.is_none() && self.database_url_file.is_none()),
+            "give pods or database_url, not both: each pod names its database"
         );
         anyhow::ensure!(
             self.redis_url.is_none() || self.redis_url_file.is_none(),

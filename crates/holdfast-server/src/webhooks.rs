@@ -106,6 +106,28 @@ pub struct Deliverer {
     store: Arc<dyn WebhookStore>,
     client: reqwest::Client,
     cfg: WorkerConfig,
+    /// The pod whose queue this is, with pods.
+    pod: Option<String>,
+}
+
+/// Starts the workers of `cfg` on the delivery queue of `db`, or with pods on
+/// each pod's queue, until `stop` turns true.
+pub fn spawn_per_pod(
+    db: &holdfast_sql::Database,
+    cfg: WorkerConfig,
+    stop: &watch::Receiver<bool>,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let named = db.has_pods();
+    db.pods()
+        .into_iter()
+        .map(|pod| {
+            let mut d = Deliverer::new(pod.db.webhooks.clone(), cfg.clone())?;
+            if named {
+                d.pod = Some(pod.name);
+            }
+            Ok(tokio::spawn(d.run(stop.clone())))
+        })
+        .collect()
 }
 
 impl Deliverer {
@@ -115,7 +137,7 @@ impl Deliverer {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("holdfast/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { store, client, cfg })
+        Ok(Self { store, client, cfg, pod: None })
     }
 
     /// Runs `cfg.workers` workers until `stop` turns true; the first also
@@ -124,7 +146,8 @@ impl Deliverer {
         let mut tasks = Vec::new();
         for n in 0..self.cfg.workers {
             let (me, mut stop) = (self.clone(), stop.clone());
-            tasks.push(tokio::spawn(async move {
+            let pod = self.pod.clone();
+            let work = async move {
                 let mut housekeeping = tokio::time::Instant::now();
                 loop {
                     if *stop.borrow() {
@@ -137,7 +160,7 @@ impl Deliverer {
                     let sent = match me.round().await {
                         Ok(n) => n,
                         Err(e) => {
-                            tracing::warn!(error = %e, "webhook worker could not lease deliveries");
+                            tracing::warn!(error = %e, pod = me.pod.as_deref(), "webhook worker could not lease deliveries");
                             0
                         }
                     };
@@ -148,7 +171,11 @@ impl Deliverer {
                         }
                     }
                 }
-            }));
+            };
+            tasks.push(match pod {
+                Some(pod) => tokio::spawn(holdfast_sql::in_pod(pod, work)),
+                None => tokio::spawn(work),
+            });
         }
         for t in tasks {
             let _ = t.await;

@@ -127,6 +127,8 @@ statements! { $;
     TableSizes => "table_sizes",
     /// → (autovacuum 1/0, history_list_length), -1 where the server has none.
     ServerState => "server_state",
+    /// → (version): the latest migration applied.
+    SchemaVersion => "schema_version",
     /// (id, shop, url, topics, secret, created_at).
     WebhookSubInsert => "webhook_sub_insert",
     /// (shop) → the shop's subscriptions, secrets left out.

@@ -32,6 +32,9 @@ pub trait Housekeeping: Send + Sync + std::fmt::Debug {
     /// holdfast's tables, each with its indexes, in name order.
     async fn table_sizes(&self) -> Result<Vec<TableSize>, Error>;
     async fn server_state(&self) -> Result<ServerState, Error>;
+    /// `(applied, latest)`: the schema version the database is at, and the
+    /// one this build migrates to.
+    async fn schema_version(&self) -> Result<(i64, i64), Error>;
 }
 
 #[async_trait]
@@ -57,5 +60,14 @@ impl<D: Dialect> Housekeeping for SqlStore<D> {
         let autovacuum = known(D::Db::int(r, "autovacuum").map_err(run::plain_error::<D>)?).map(|v| v == 1);
         let history = known(D::Db::int(r, "history_list_length").map_err(run::plain_error::<D>)?).map(|v| v as u64);
         Ok(ServerState { autovacuum, history_list_length: history })
+    }
+
+    async fn schema_version(&self) -> Result<(i64, i64), Error> {
+        let rows = plain!(self, "housekeeping", |c| run::rows::<D>(c, Stmt::SchemaVersion, &[]))?;
+        let applied = match rows.first() {
+            Some(r) => D::Db::int(r, "version").map_err(run::plain_error::<D>)?,
+            None => 0,
+        };
+        Ok((applied, D::MIGRATIONS.last().map_or(0, |m| i64::from(m.version))))
     }
 }

@@ -15,6 +15,7 @@ mod engine;
 mod housekeeping;
 mod migrate;
 mod mysql;
+mod pods;
 mod postgres;
 mod run;
 mod sqlite;
@@ -33,8 +34,9 @@ use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
 pub use crate::housekeeping::{Housekeeping, ServerState, TableSize};
+pub use crate::pods::{Pod, PodConfig, PodsFile, open_pods};
 pub use crate::sweeper::Sweeper;
-pub use crate::tag::{connection_report, with_conn_tag};
+pub use crate::tag::{connection_report, in_pod, with_conn_tag};
 pub use crate::webhooks::{REFRESH as WEBHOOK_REFRESH, subscription_id};
 
 /// How to reach the database.
@@ -52,6 +54,13 @@ pub struct ConnectOptions {
     /// An idle connection is closed after this long; `None`: never.
     pub idle_timeout: Option<Duration>,
     pub store: StoreConfig,
+    /// Open no connection until one is needed (pods: a pod that is down at
+    /// start must not stop the others); otherwise the first connection is
+    /// made at once, so a wrong URL fails at start.
+    pub lazy: bool,
+    /// Shops spread over the databases of a pods file: `url` is then not
+    /// used, and each pod is opened with these options and its own URL.
+    pub pods: Option<PodsFile>,
 }
 
 /// How long a connection lives by default: sqlx's default, 30 minutes.
@@ -68,6 +77,8 @@ impl ConnectOptions {
             max_lifetime: Some(DEFAULT_MAX_LIFETIME),
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             store: StoreConfig::default(),
+            lazy: false,
+            pods: None,
         }
     }
 }
@@ -116,6 +127,8 @@ pub struct Database {
     #[cfg(feature = "testing")]
     pub batches: Arc<dyn BatchReserve>,
     pool: Arc<dyn Fn() -> PoolStatus + Send + Sync>,
+    /// Opened from a pods file: its pods.
+    pods: Option<Arc<pods::PodSet>>,
 }
 
 impl std::fmt::Debug for Database {
@@ -138,6 +151,25 @@ impl Database {
         (self.pool)()
     }
 
+    /// Its pods: those of the pods file it was opened from, or itself as
+    /// the one pod `default`.
+    pub fn pods(&self) -> Vec<Pod> {
+        match &self.pods {
+            Some(set) => set.pods().to_vec(),
+            None => vec![Pod { name: "default".into(), url: String::new(), db: self.clone(), shops: Vec::new() }],
+        }
+    }
+
+    /// Opened from a pods file.
+    pub fn has_pods(&self) -> bool {
+        self.pods.is_some()
+    }
+
+    /// The pod `shop` lives in, when opened from a pods file.
+    pub fn pod_of(&self, shop: &holdfast_core::ShopId) -> Option<Pod> {
+        self.pods.as_ref().map(|set| set.of(shop).clone())
+    }
+
     fn new<D: Dialect>(pool: sqlx::Pool<D::Db>, cfg: StoreConfig) -> Self {
         let look = pool.clone();
         let status = move || PoolStatus {
@@ -156,12 +188,21 @@ impl Database {
             batches: store.clone(),
             legacy: store,
             pool: Arc::new(status),
+            pods: None,
         }
     }
 }
 
 /// Like [`connect`], with the token store and pool status of the same pool.
 pub async fn open(opts: &ConnectOptions) -> Result<Database, Error> {
+    match &opts.pods {
+        Some(file) => open_pods(file, opts).await,
+        None => open_one(opts).await,
+    }
+}
+
+/// One database: `opts.url`.
+pub(crate) async fn open_one(opts: &ConnectOptions) -> Result<Database, Error> {
     let scheme = opts.url.split(':').next().unwrap_or_default();
     match scheme {
         "postgres" | "postgresql" => {
@@ -210,14 +251,15 @@ async fn network_pool<DB: sqlx::Database>(
     connect: <DB::Connection as sqlx::Connection>::Options,
     server: &str,
 ) -> Result<sqlx::Pool<DB>, Error> {
-    sqlx::pool::PoolOptions::<DB>::new()
+    let pool = sqlx::pool::PoolOptions::<DB>::new()
         .max_connections(opts.max_connections)
         .acquire_timeout(opts.acquire_timeout)
         .max_lifetime(opts.max_lifetime)
-        .idle_timeout(opts.idle_timeout)
-        .connect_with(connect)
-        .await
-        .map_err(|e| cannot_connect(server, &e))
+        .idle_timeout(opts.idle_timeout);
+    if opts.lazy {
+        return Ok(pool.connect_lazy_with(connect));
+    }
+    pool.connect_with(connect).await.map_err(|e| cannot_connect(server, &e))
 }
 
 /// A URL kept in a file (`--database-url-file`, `--redis-url-file`): the

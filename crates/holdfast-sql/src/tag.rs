@@ -27,6 +27,7 @@ use holdfast_core::{ConnHold, ConnTag};
 tokio::task_local! {
     static CALLER: ConnTag;
     static OP: &'static str;
+    static POD: std::sync::Arc<str>;
 }
 
 /// Runs `fut` with `tag` naming the caller's business process: every
@@ -41,13 +42,33 @@ pub(crate) async fn op<F: Future>(name: &'static str, fut: F) -> F::Output {
     OP.scope(name, fut).await
 }
 
+/// Runs `fut`, a call of pod `name`: its connection time is counted under
+/// that pod as well as its tag.
+pub async fn in_pod<F: Future>(name: impl Into<std::sync::Arc<str>>, fut: F) -> F::Output {
+    POD.scope(name.into(), Box::pin(fut)).await
+}
+
+fn pod() -> Option<std::sync::Arc<str>> {
+    POD.try_with(|p| p.clone()).ok()
+}
+
 /// `fut` with the task-locals of the task that calls this (the caller's tag,
 /// the operation), for running it on another task.
 pub(crate) fn carried<F: Future>(fut: F) -> impl Future<Output = F::Output> {
     let caller = caller();
     let op = OP.try_with(|o| *o).ok();
+    let pod = pod();
+    // Boxed: the three scopes below then move a pointer, not the whole
+    // future (debug builds copy a future at each level it is wrapped in).
+    let fut = Box::pin(fut);
     async move {
         let fut = async move {
+            let fut = async move {
+                match pod {
+                    Some(pod) => POD.scope(pod, fut).await,
+                    None => fut.await,
+                }
+            };
             match op {
                 Some(op) => OP.scope(op, fut).await,
                 None => fut.await,
@@ -119,12 +140,14 @@ struct Totals {
     hold_max: Duration,
 }
 
-static TOTALS: LazyLock<Mutex<HashMap<String, Totals>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+/// Keyed by (pod, tag).
+type TotalsKey = (Option<std::sync::Arc<str>>, String);
+static TOTALS: LazyLock<Mutex<HashMap<TotalsKey, Totals>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
 fn record(f: impl FnOnce(&mut Totals)) {
-    let tag = effective();
+    let key = (pod(), effective());
     let mut map = TOTALS.lock().expect("tag totals");
-    f(map.entry(tag).or_default());
+    f(map.entry(key).or_default());
 }
 
 /// Per-tag totals since the process started, sorted by total hold time.
@@ -132,8 +155,9 @@ pub fn connection_report() -> Vec<ConnHold> {
     let map = TOTALS.lock().expect("tag totals");
     let mut rows: Vec<ConnHold> = map
         .iter()
-        .map(|(tag, t)| ConnHold {
+        .map(|((pod, tag), t)| ConnHold {
             tag: tag.clone(),
+            pod: pod.as_deref().map(str::to_string),
             checkouts: t.checkouts,
             transactions: t.transactions,
             statements: t.statements,
@@ -142,7 +166,9 @@ pub fn connection_report() -> Vec<ConnHold> {
             hold_seconds_mean: if t.checkouts == 0 { 0.0 } else { t.hold.as_secs_f64() / t.checkouts as f64 },
         })
         .collect();
-    rows.sort_by(|a, b| b.hold_seconds_total.total_cmp(&a.hold_seconds_total).then(a.tag.cmp(&b.tag)));
+    rows.sort_by(|a, b| {
+        b.hold_seconds_total.total_cmp(&a.hold_seconds_total).then(a.tag.cmp(&b.tag)).then(a.pod.cmp(&b.pod))
+    });
     rows
 }
 
@@ -151,7 +177,7 @@ pub fn connection_report() -> Vec<ConnHold> {
 /// rollback that gives it back.
 #[derive(Debug)]
 pub(crate) struct Lease {
-    tag: String,
+    key: TotalsKey,
     start: Instant,
 }
 
@@ -163,17 +189,23 @@ impl Lease {
     }
 
     pub(crate) fn start() -> Self {
-        Self { tag: effective(), start: Instant::now() }
+        Self { key: (pod(), effective()), start: Instant::now() }
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         let held = self.start.elapsed();
-        metrics::histogram!("holdfast_db_connection_hold_seconds", "tag" => self.tag.clone())
-            .record(held.as_secs_f64());
+        let tag = self.key.1.clone();
+        match &self.key.0 {
+            Some(pod) => {
+                metrics::histogram!("holdfast_db_connection_hold_seconds", "tag" => tag, "pod" => pod.to_string())
+                    .record(held.as_secs_f64())
+            }
+            None => metrics::histogram!("holdfast_db_connection_hold_seconds", "tag" => tag).record(held.as_secs_f64()),
+        }
         let mut map = TOTALS.lock().expect("tag totals");
-        let t = map.entry(std::mem::take(&mut self.tag)).or_default();
+        let t = map.entry(std::mem::take(&mut self.key)).or_default();
         t.checkouts += 1;
         t.hold += held;
         t.hold_max = t.hold_max.max(held);

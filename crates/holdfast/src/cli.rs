@@ -28,6 +28,16 @@ pub struct DbArgs {
         conflicts_with = "database_url"
     )]
     pub database_url_file: Option<std::path::PathBuf>,
+    /// A pods file: shops spread over several PostgreSQL and MySQL/MariaDB
+    /// databases (README, "Scaling out"), instead of --database-url.
+    #[arg(
+        long,
+        global = true,
+        env = "HOLDFAST_PODS",
+        value_name = "FILE.toml",
+        conflicts_with_all = ["database_url", "database_url_file"]
+    )]
+    pub pods: Option<std::path::PathBuf>,
     /// Seconds a database connection is used before it is replaced (0: for
     /// ever) [default: 1800]. Lower it (300) behind a DNS name that moves on failover.
     #[arg(long, global = true, env = "HOLDFAST_DB_MAX_LIFETIME", value_name = "SECS")]
@@ -154,6 +164,9 @@ pub enum Command {
     Events(EventsCommand),
     /// Deliver webhooks without the HTTP service.
     Worker(holdfast_server::cli::WorkerArgs),
+    /// The pods of --pods: which database each shop lives in.
+    #[command(subcommand)]
+    Pod(PodCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,6 +200,23 @@ pub enum WebhookCommand {
         shop: ShopId,
         /// The subscription's id (`wh_…`).
         id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PodCommand {
+    /// Each pod: name, backend, whether it answers, schema version, the
+    /// shops the pods file maps to it.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// The pod a shop lives in.
+    Of {
+        #[arg(long)]
+        shop: ShopId,
         #[arg(long)]
         json: bool,
     },

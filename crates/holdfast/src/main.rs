@@ -65,13 +65,18 @@ async fn open(db: &DbArgs, url: Option<String>) -> Result<Arc<dyn Store>, Error>
 
 /// Like [`open`], with the token, mode and legacy tables of the same pool.
 async fn open_database(db: &DbArgs, url: Option<String>) -> Result<holdfast_sql::Database, Error> {
+    let pods = match (&url, &db.pods) {
+        (None, Some(path)) => Some(holdfast_sql::PodsFile::read(path)?),
+        _ => None,
+    };
     let url = url.or_else(|| db.database_url.clone()).unwrap_or_else(holdfast_sql::default_database_url);
     let mut opts = ConnectOptions::new(&url);
     opts.max_connections = db.max_connections;
     (opts.max_lifetime, opts.idle_timeout) = db.lifetimes();
     opts.store = db.store_config();
+    opts.pods = pods;
     let database = holdfast_sql::open(&opts).await?;
-    if url.starts_with("sqlite:") {
+    if opts.pods.is_none() && url.starts_with("sqlite:") {
         database.store.migrate().await?;
     }
     Ok(database)
@@ -122,9 +127,53 @@ async fn events(db: &DbArgs, cmd: cli::EventsCommand) -> Result<ExitCode, Failur
     Ok(ExitCode::SUCCESS)
 }
 
+/// `holdfast pod …`.
+async fn pod(db: &DbArgs, cmd: cli::PodCommand) -> Result<ExitCode, Failure> {
+    let json = match &cmd {
+        cli::PodCommand::List { json } | cli::PodCommand::Of { json, .. } => *json,
+    };
+    if db.pods.is_none() {
+        let e = holdfast_core::Invalid::new("pods", "give --pods FILE.toml (or HOLDFAST_PODS)");
+        return Err(Error::from(e)).or_fail(json);
+    }
+    let database = open_database(db, None).await.or_fail(json)?;
+    match cmd {
+        cli::PodCommand::Of { shop, json } => {
+            let pod = database.pod_of(&shop).expect("opened from a pods file");
+            Printer { json }.pod_of(&shop, &pod);
+        }
+        cli::PodCommand::List { json } => {
+            let checks: Vec<_> = database
+                .pods()
+                .into_iter()
+                .map(|pod| {
+                    tokio::spawn(async move {
+                        let look = pod.db.housekeeping.schema_version();
+                        let version = tokio::time::timeout(std::time::Duration::from_secs(10), look)
+                            .await
+                            .unwrap_or_else(|_| Err(Error::Unavailable("no answer in 10 s".into())));
+                        (pod, version)
+                    })
+                })
+                .collect();
+            let mut rows = Vec::new();
+            for check in checks {
+                rows.push(check.await.map_err(|e| Error::Internal(e.to_string())).or_fail(json)?);
+            }
+            let reachable = rows.iter().all(|(_, v)| v.is_ok());
+            Printer { json }.pods(&rows);
+            if !reachable {
+                return Ok(ExitCode::from(5));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn db_flags(db: &DbArgs) -> holdfast_server::cli::DbFlags {
     holdfast_server::cli::DbFlags {
         database_url: db.database_url.clone(),
+        pods: db.pods.clone(),
         max_connections: db.max_connections,
         pool_cap: db.pool_cap,
         coalesce: db.coalescing(),
@@ -137,9 +186,15 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let db = cli.db;
     match cli.command {
         Command::Migrate => {
-            let store = open(&db, None).await.or_fail(false)?;
-            store.migrate().await.or_fail(false)?;
-            println!("schema is up to date ({})", store.backend().name());
+            let database = open_database(&db, None).await.or_fail(false)?;
+            database.store.migrate().await.or_fail(false)?;
+            if database.has_pods() {
+                for pod in database.pods() {
+                    println!("pod {}: schema is up to date ({})", pod.name, pod.db.store.backend().name());
+                }
+            } else {
+                println!("schema is up to date ({})", database.store.backend().name());
+            }
         }
         Command::Stock(cmd) => {
             let (at, change) = match cmd {
@@ -209,9 +264,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Printer { json: a.json }.levels(&levels);
         }
         Command::Audit(a) => {
-            let store = open(&db, None).await.or_fail(a.json)?;
-            let report = store.audit(a.shop.as_ref()).await.or_fail(a.json)?;
-            Printer { json: a.json }.audit(&report);
+            let database = open_database(&db, None).await.or_fail(a.json)?;
+            let report = database.store.audit(a.shop.as_ref()).await.or_fail(a.json)?;
+            Printer { json: a.json }.audit(&report, |shop| database.pod_of(shop).map(|p| p.name));
             if !report.ok() {
                 return Ok(ExitCode::from(1));
             }
@@ -223,6 +278,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Worker(a) => return Ok(holdfast_server::cli::worker(a, db_flags(&db)).await),
         Command::Webhook(cmd) => return webhook(&db, cmd).await,
         Command::Events(cmd) => return events(&db, cmd).await,
+        Command::Pod(cmd) => return pod(&db, cmd).await,
         Command::Bench(cli::BenchCommand::FlashSale(a)) => return bench::flash_sale(&db, a).await,
         Command::Bench(cli::BenchCommand::Matrix(a)) => return bench::matrix(&db, a).await,
         Command::Bench(cli::BenchCommand::Verify(a)) => return bench::verify(&db, a).await,

@@ -4,9 +4,12 @@
 
 use holdfast_bench::flash_sale::FlashSaleReport;
 use holdfast_core::{
-    AuditReport, AuditRow, Delivery, Error, ItemId, ItemLevels, LocationLevel, Reservation, Subscription,
+    AuditReport, AuditRow, Delivery, Error, ItemId, ItemLevels, LocationLevel, Reservation, ShopId, Subscription,
 };
 use serde_json::json;
+
+/// A pod and its schema version `(applied, latest)`, or why it did not answer.
+pub type PodAnswer = (holdfast_sql::Pod, Result<(i64, i64), Error>);
 
 #[derive(Debug, Clone, Copy)]
 pub struct Printer {
@@ -201,13 +204,25 @@ impl Printer {
         }
     }
 
-    pub fn audit(&self, report: &AuditReport) {
+    /// The audit; `pod_of` names the pod of a shop, with pods.
+    pub fn audit(&self, report: &AuditReport, pod_of: impl Fn(&ShopId) -> Option<String>) {
+        let with_pods = |rows: &[AuditRow]| -> Vec<serde_json::Value> {
+            rows.iter()
+                .map(|r| {
+                    let mut v = json!(r);
+                    if let Some(p) = pod_of(&r.shop) {
+                        v["pod"] = json!(p);
+                    }
+                    v
+                })
+                .collect()
+        };
         if self.json {
             self.emit(json!({
                 "ok": report.ok(),
                 "checked": report.checked,
-                "breaches": report.breaches,
-                "orphans": report.orphans,
+                "breaches": with_pods(&report.breaches),
+                "orphans": with_pods(&report.orphans),
             }));
             return;
         }
@@ -225,13 +240,65 @@ impl Printer {
             report.checked
         );
         let row = |kind: &str, r: &AuditRow| {
+            let pod = pod_of(&r.shop).map(|p| format!(" (pod {p})")).unwrap_or_default();
             println!(
-                "  {kind} shop {} item {} location {}: on_hand {} vs unpooled {} + pooled {} + reserved {} + committed {}",
+                "  {kind} shop {}{pod} item {} location {}: on_hand {} vs unpooled {} + pooled {} + reserved {} + committed {}",
                 r.shop, r.item, r.location, r.on_hand, r.unpooled, r.pooled, r.reserved, r.committed
             )
         };
         report.breaches.iter().for_each(|r| row("breach", r));
         report.orphans.iter().for_each(|r| row("orphan (no ledger row)", r));
+    }
+
+    pub fn pod_of(&self, shop: &ShopId, pod: &holdfast_sql::Pod) {
+        if self.json {
+            self.emit(json!({ "shop": shop, "pod": pod.name, "database": pod.url }));
+        } else {
+            println!("shop {shop} lives in pod {} ({})", pod.name, pod.url);
+        }
+    }
+
+    /// `pod list`: each pod with its schema version, or why it did not answer.
+    pub fn pods(&self, rows: &[PodAnswer]) {
+        if self.json {
+            let pods: Vec<_> = rows
+                .iter()
+                .map(|(p, v)| {
+                    json!({
+                        "pod": p.name,
+                        "backend": p.db.store.backend().name(),
+                        "database": p.url,
+                        "reachable": v.is_ok(),
+                        "schema_version": v.as_ref().ok().map(|v| v.0),
+                        "schema_latest": v.as_ref().ok().map(|v| v.1),
+                        "error": v.as_ref().err().map(|e| e.to_string()),
+                        "shops": p.shops,
+                    })
+                })
+                .collect();
+            self.emit(json!({ "pods": pods }));
+            return;
+        }
+        println!("{:<16} {:<9} {:<10} {:<8} {:<40} SHOPS", "POD", "BACKEND", "REACHABLE", "SCHEMA", "DATABASE");
+        for (p, v) in rows {
+            let (reachable, schema) = match v {
+                Ok((applied, latest)) => ("yes", format!("{applied}/{latest}")),
+                Err(_) => ("NO", "-".to_string()),
+            };
+            let shops = p.shops.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",");
+            println!(
+                "{:<16} {:<9} {:<10} {:<8} {:<40} {}",
+                p.name,
+                p.db.store.backend().name(),
+                reachable,
+                schema,
+                p.url,
+                if shops.is_empty() { "-" } else { &shops }
+            );
+            if let Err(e) = v {
+                println!("  {e}");
+            }
+        }
     }
 
     pub fn flash_sale(&self, r: &FlashSaleReport) {

@@ -2,6 +2,7 @@
 //! separate process, on a database of its own per test.
 
 mod crash;
+mod pods;
 mod serve;
 mod tls;
 mod worker;
