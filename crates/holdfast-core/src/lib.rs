@@ -16,7 +16,7 @@ pub use conn::ConnHold;
 pub use error::{Error, Invalid, Result, Shortfall};
 pub use ids::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId, Ttl};
 pub use model::*;
-pub use modes::{LedgerRow, LegacyLedger, Mode, ModeStore, Rules, bucket};
+pub use modes::{LedgerRow, LegacyLedger, Mode, ModeStore, Placement, Rules, bucket};
 pub use store::{Backend, Settle, Store};
 pub use token::{TokenRecord, TokenStore};
 pub use webhook::{

@@ -4,9 +4,10 @@
 //! behind them ([`ModeStore`], and [`LegacyLedger`] for the legacy store's
 //! SQL side). Serving shops in their modes is `holdfast-redis`'s business.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -85,6 +86,26 @@ pub struct Rules {
     /// (Redis decides again, SQL keeps being mirrored so the shop can go
     /// forward again without a reconcile).
     pub kill_switch: bool,
+    /// With pods: each pod's own percentages, which take the place of
+    /// `rollout` for that pod's shops (a rollout pod by pod).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pods: BTreeMap<String, BTreeMap<Mode, u8>>,
+    /// With pods: the pod of each shop.
+    #[serde(skip)]
+    pub placement: Option<Arc<Placement>>,
+}
+
+/// Which pod each shop lives in: those listed, else the default pod.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    pub default: String,
+    pub shops: HashMap<ShopId, String>,
+}
+
+impl Placement {
+    pub fn pod_of(&self, shop: &ShopId) -> &str {
+        self.shops.get(shop).unwrap_or(&self.default)
+    }
 }
 
 impl Rules {
@@ -94,8 +115,9 @@ impl Rules {
             return *m;
         }
         let b = bucket(shop);
+        let rollout = self.placement.as_ref().and_then(|p| self.pods.get(p.pod_of(shop))).unwrap_or(&self.rollout);
         for m in [Mode::Sql, Mode::SqlPrimary, Mode::Shadow] {
-            let pct = self.rollout.get(&m).copied().unwrap_or(0) as u32;
+            let pct = rollout.get(&m).copied().unwrap_or(0) as u32;
             if b < pct * 100 {
                 return m;
             }
@@ -123,8 +145,9 @@ pub trait ModeStore: Send + Sync + fmt::Debug {
     /// Pins `shop` to `mode`, or (`None`) lets the rollout percentages decide.
     async fn set_shop_mode(&self, shop: &ShopId, mode: Option<Mode>) -> Result<()>;
 
-    /// Sets the share of shops at `mode` or beyond (see [`Rules::assigned`]).
-    async fn set_rollout(&self, mode: Mode, percent: u8) -> Result<()>;
+    /// Sets the share of shops at `mode` or beyond (see [`Rules::assigned`]):
+    /// of every shop, or with pods of the shops of pod `pod` only.
+    async fn set_rollout(&self, pod: Option<&str>, mode: Mode, percent: u8) -> Result<()>;
 
     async fn set_kill_switch(&self, engaged: bool) -> Result<()>;
 }
@@ -195,11 +218,24 @@ mod tests {
     }
 
     #[test]
+    fn a_pods_rollout_moves_only_its_own_shops() {
+        let placement = Placement { default: "p1".into(), shops: [(shop("moved"), "p2".to_string())].into() };
+        let rules = Rules {
+            rollout: [(Mode::Shadow, 100)].into(),
+            pods: [("p2".to_string(), [(Mode::Sql, 100)].into())].into(),
+            placement: Some(Arc::new(placement)),
+            ..Rules::default()
+        };
+        assert_eq!(rules.mode_of(&shop("moved")), Mode::Sql, "p2's own rollout");
+        assert_eq!(rules.mode_of(&shop("stays")), Mode::Shadow, "p1 has no rollout of its own: the common one");
+    }
+
+    #[test]
     fn pins_win_and_the_kill_switch_only_moves_sql_primary() {
         let mut rules = Rules {
             rollout: [(Mode::Shadow, 100), (Mode::SqlPrimary, 100)].into(),
             shops: [(shop("pinned"), Mode::Sql), (shop("legacy"), Mode::Redis)].into(),
-            kill_switch: false,
+            ..Rules::default()
         };
         assert_eq!(rules.mode_of(&shop("any")), Mode::SqlPrimary);
         assert_eq!(rules.mode_of(&shop("legacy")), Mode::Redis);

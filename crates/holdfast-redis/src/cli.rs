@@ -53,6 +53,9 @@ pub enum ModeCommand {
         mode: Mode,
         #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
         percent: u8,
+        /// With --pods: of this pod's shops only (a rollout pod by pod).
+        #[arg(long)]
+        pod: Option<String>,
     },
     /// `on`: every sql-primary shop is served by Redis again (as shadow).
     KillSwitch {
@@ -103,8 +106,8 @@ pub async fn run(args: ModeArgs, db: &holdfast_sql::Database) -> Result<(), Erro
             let view = control.apply(&ModeChange::Shop { shop: shop.clone(), mode }).await?;
             print(json, &view, || format!("shop {shop} is now served in: {}", view.resolved[&shop]));
         }
-        ModeCommand::Rollout { mode, percent } => {
-            let view = control.apply(&ModeChange::Rollout { mode, percent }).await?;
+        ModeCommand::Rollout { mode, percent, pod } => {
+            let view = control.apply(&ModeChange::Rollout { mode, percent, pod }).await?;
             print(json, &view, || format!("{percent}% of shops are now at {mode} or later"));
         }
         ModeCommand::KillSwitch { state } => {

@@ -104,7 +104,7 @@ impl ModeControl {
     pub async fn apply(&self, change: &ModeChange) -> Result<ModesView, Error> {
         match change {
             ModeChange::Shop { shop, mode } => self.db.set_shop_mode(shop, *mode).await?,
-            ModeChange::Rollout { mode, percent } => {
+            ModeChange::Rollout { mode, percent, pod } => {
                 if *mode == Mode::Redis {
                     return Err(Invalid::new(
                         "mode",
@@ -115,7 +115,7 @@ impl ModeControl {
                 if *percent > 100 {
                     return Err(Invalid::new("percent", format!("must be 0 to 100 (got {percent})")).into());
                 }
-                self.db.set_rollout(*mode, *percent).await?
+                self.db.set_rollout(pod.as_deref(), *mode, *percent).await?
             }
         }
         self.reload().await?;
@@ -147,7 +147,8 @@ pub struct KillSwitch {
 }
 
 /// The body of `PUT /admin/modes`: `{"shop": "s1", "mode": "shadow"}` (mode
-/// `null` removes the pin) or `{"rollout": "sql-primary", "percent": 10}`.
+/// `null` removes the pin) or `{"rollout": "sql-primary", "percent": 10}`
+/// (with pods, `"pod": "p2"` rolls out that pod's shops only).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ModeChange {
@@ -159,6 +160,9 @@ pub enum ModeChange {
         #[serde(rename = "rollout")]
         mode: Mode,
         percent: u8,
+        /// With pods: this pod's shops only (default: every pod).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pod: Option<String>,
     },
 }
 
@@ -179,7 +183,9 @@ mod tests {
         let c: ModeChange = serde_json::from_str(r#"{"shop":"s1","mode":"sql-primary"}"#).unwrap();
         assert_eq!(c, ModeChange::Shop { shop: "s1".parse().unwrap(), mode: Some(Mode::SqlPrimary) });
         let c: ModeChange = serde_json::from_str(r#"{"rollout":"shadow","percent":25}"#).unwrap();
-        assert_eq!(c, ModeChange::Rollout { mode: Mode::Shadow, percent: 25 });
+        assert_eq!(c, ModeChange::Rollout { mode: Mode::Shadow, percent: 25, pod: None });
+        let c: ModeChange = serde_json::from_str(r#"{"rollout":"sql","percent":100,"pod":"p2"}"#).unwrap();
+        assert_eq!(c, ModeChange::Rollout { mode: Mode::Sql, percent: 100, pod: Some("p2".into()) });
         assert!(serde_json::from_str::<ModeChange>(r#"{"shop":"s 1","mode":"sql"}"#).is_err());
     }
 }

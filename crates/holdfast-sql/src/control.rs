@@ -55,6 +55,7 @@ impl<D: Dialect> ModeStore for SqlStore<D> {
                 shops: shops.into_iter().collect(),
                 rollout: rollout.into_iter().collect(),
                 kill_switch: engaged.unwrap_or(false),
+                ..Rules::default()
             })
         })
     }
@@ -71,7 +72,14 @@ impl<D: Dialect> ModeStore for SqlStore<D> {
         n.map(|_| ())
     }
 
-    async fn set_rollout(&self, mode: Mode, percent: u8) -> Result<(), Error> {
+    async fn set_rollout(&self, pod: Option<&str>, mode: Mode, percent: u8) -> Result<(), Error> {
+        if let Some(pod) = pod {
+            return Err(holdfast_core::Invalid::new(
+                "pod",
+                format!("no pod {pod:?}: this runs on one database, without --pods"),
+            )
+            .into());
+        }
         let args = [Arg::Text(mode.as_str()), Arg::Int(percent.into())];
         plain!(self, "modes", |c| run::exec::<D>(c, Stmt::SetRollout, &args)).map(|_| ())
     }

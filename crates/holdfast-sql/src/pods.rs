@@ -17,8 +17,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use holdfast_core::{
     AuditReport, Backend, Delivery, DeliveryStatus, Error, Invalid, ItemId, ItemLevels, LedgerRow, LegacyLedger,
-    LocationId, LocationLevel, Mode, ModeStore, QueueStats, Reservation, ReservationId, ReserveRequest, Reserved,
-    Result, Rules, ShopId, StockRequest, Store, StoreStats, Subscription, TokenRecord, TokenStore, Ttl, WebhookStore,
+    LocationId, LocationLevel, Mode, ModeStore, Placement, QueueStats, Reservation, ReservationId, ReserveRequest,
+    Reserved, Result, Rules, ShopId, StockRequest, Store, StoreStats, Subscription, TokenRecord, TokenStore, Ttl,
+    WebhookStore,
 };
 use serde::Deserialize;
 
@@ -119,6 +120,10 @@ pub(crate) struct PodSet {
     pods: Vec<Pod>,
     default: usize,
     by_shop: HashMap<ShopId, usize>,
+    /// The same map by name, for the mode rules.
+    placement: Arc<Placement>,
+    /// Each pod's mode rules as last read.
+    last_rules: std::sync::Mutex<Vec<Option<Rules>>>,
 }
 
 impl PodSet {
@@ -227,7 +232,12 @@ pub async fn open_pods(file: &PodsFile, opts: &ConnectOptions) -> Result<Databas
         index.insert(name.clone(), i);
     }
     let by_shop = file.shops.iter().filter_map(|(s, p)| Some((ShopId::new(s.clone()).ok()?, index[p]))).collect();
-    let set = Arc::new(PodSet { pods, default: index[&file.default], by_shop });
+    let placement = Arc::new(Placement {
+        default: file.default.clone(),
+        shops: file.shops.iter().filter_map(|(s, p)| Some((ShopId::new(s.clone()).ok()?, p.clone()))).collect(),
+    });
+    let last_rules = std::sync::Mutex::new(vec![None; pods.len()]);
+    let set = Arc::new(PodSet { pods, default: index[&file.default], by_shop, placement, last_rules });
     let routed = Arc::new(Routed(set.clone()));
     let status = {
         let set = set.clone();
@@ -434,14 +444,36 @@ fn merge_tokens<R: IntoIterator<Item = TokenRecord>>(answers: Vec<(String, Resul
 /// every pod, and read from the default pod.
 #[async_trait]
 impl ModeStore for Routed {
+    /// Pins from the pod of each pinned shop, each pod's percentages (the
+    /// default pod's also as the common ones), the kill switch engaged if
+    /// any pod has it engaged (an engage that missed a pod still holds). A
+    /// pod that cannot be read counts with the rules it last had, so that a
+    /// pod that is down holds no change of the others back.
     async fn load_rules(&self) -> Result<Rules> {
         let set = self.0.clone();
-        let mut rules = self.0.default_db().modes.load_rules().await?;
-        rules.shops.clear();
-        for (pod, theirs) in self.0.all(|db| async move { db.modes.load_rules().await }).await?.into_iter().enumerate()
-        {
-            let here = |s: &ShopId| set.of(s).name == set.pods[pod].name;
-            rules.shops.extend(theirs.shops.into_iter().filter(|(s, _)| here(s)));
+        let answers = self.0.each(|db| async move { db.modes.load_rules().await }).await;
+        let mut rules = Rules { placement: Some(self.0.placement.clone()), ..Rules::default() };
+        let mut last = self.0.last_rules.lock().expect("last rules");
+        for (i, (pod, (_, answer))) in self.0.pods.iter().zip(answers).enumerate() {
+            let theirs = match answer {
+                Ok(r) => {
+                    last[i] = Some(r.clone());
+                    r
+                }
+                Err(e) => match &last[i] {
+                    Some(r) => {
+                        tracing::warn!(pod = %pod.name, error = %e, "cannot read a pod's mode rules; keeping its last ones");
+                        r.clone()
+                    }
+                    None => return Err(e),
+                },
+            };
+            rules.shops.extend(theirs.shops.into_iter().filter(|(s, _)| set.of(s).name == pod.name));
+            rules.kill_switch |= theirs.kill_switch;
+            if i == self.0.default {
+                rules.rollout = theirs.rollout.clone();
+            }
+            rules.pods.insert(pod.name.clone(), theirs.rollout);
         }
         Ok(rules)
     }
@@ -450,8 +482,16 @@ impl ModeStore for Routed {
         self.0.on(shop, self.0.db(shop).modes.set_shop_mode(shop, mode)).await
     }
 
-    async fn set_rollout(&self, mode: Mode, percent: u8) -> Result<()> {
-        self.0.all(move |db| async move { db.modes.set_rollout(mode, percent).await }).await.map(drop)
+    async fn set_rollout(&self, pod: Option<&str>, mode: Mode, percent: u8) -> Result<()> {
+        match pod {
+            None => {
+                self.0.all(move |db| async move { db.modes.set_rollout(None, mode, percent).await }).await.map(drop)
+            }
+            Some(name) => match self.0.pods.iter().find(|p| p.name == name) {
+                Some(p) => crate::tag::in_pod(p.name.clone(), p.db.modes.set_rollout(None, mode, percent)).await,
+                None => Err(Invalid::new("pod", format!("no pod {name:?} in the pods file")).into()),
+            },
+        }
     }
 
     async fn set_kill_switch(&self, engaged: bool) -> Result<()> {

@@ -108,7 +108,7 @@ impl TestStore {
                 if mode != Mode::Redis {
                     // Every shop, by the rollout: the shops a test makes up
                     // need no pin of their own.
-                    control.apply(&ModeChange::Rollout { mode, percent: 100 }).await.expect("rollout");
+                    control.apply(&ModeChange::Rollout { mode, percent: 100, pod: None }).await.expect("rollout");
                 }
                 let router = Arc::new(ModeRouter::new(db.store.clone(), legacy, control, ShadowConfig::default()));
                 (router.clone(), Some(router))

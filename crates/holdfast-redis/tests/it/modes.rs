@@ -224,7 +224,7 @@ async fn shadow_under_concurrency_counts_explained_mismatches() {
 async fn kill_switch_during_a_flash_sale_loses_no_request_and_no_unit() {
     each_backend(|w| async move {
         for (m, p) in [(Mode::Shadow, 100), (Mode::SqlPrimary, 100)] {
-            w.control.apply(&ModeChange::Rollout { mode: m, percent: p }).await.unwrap();
+            w.control.apply(&ModeChange::Rollout { mode: m, percent: p, pod: None }).await.unwrap();
         }
         assert_eq!(w.router.mode_of(&shop("big")), Mode::SqlPrimary);
         stock(&*w.router, "big", "hot", "wh", 400).await;
@@ -306,7 +306,7 @@ async fn rules_reach_every_process_within_a_second_and_survive_a_restart() {
         other.set_kill_switch(false).await.unwrap();
         wait_for(w.control.clone(), "a", Mode::SqlPrimary).await;
         // Rollout by percentage: stable hash, monotone.
-        other.apply(&ModeChange::Rollout { mode: Mode::Sql, percent: 30 }).await.unwrap();
+        other.apply(&ModeChange::Rollout { mode: Mode::Sql, percent: 30, pod: None }).await.unwrap();
         let sql_30 = |r: &Rules| r.rollout.get(&Mode::Sql) == Some(&30);
         within_a_second(w.control.clone(), "rollout sql 30%".into(), Box::new(sql_30)).await;
         let rules = w.control.rules();

@@ -94,7 +94,8 @@ pub async fn modes(
 }
 
 /// One change to the rules: `{"shop": "s1", "mode": "sql-primary"}` (`null`
-/// removes the pin) or `{"rollout": "sql", "percent": 10}`. Needs `--redis-url`.
+/// removes the pin) or `{"rollout": "sql", "percent": 10}` (with pods, add
+/// `"pod": "p2"` to roll out one pod's shops only). Needs `--redis-url`.
 #[utoipa::path(
     put, path = "/admin/modes", tag = "admin",
     request_body = Object,

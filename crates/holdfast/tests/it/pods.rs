@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use holdfast_bench::proxy::{LatencyProxy, upstream_of};
 use holdfast_core::{Backend, ItemId, ShopId};
-use holdfast_testkit::TestDb;
+use holdfast_testkit::{RedisPrefix, TestDb, shared_redis_url};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -70,8 +70,12 @@ impl Pods {
     }
 
     fn serve(&self) -> Serve {
+        self.serve_with(&[])
+    }
+
+    fn serve_with(&self, args: &[&str]) -> Serve {
         let file = self.file.to_str().unwrap();
-        match Serve::launch(&["--pods", file, "--sweep-interval-ms", "200"], &[]) {
+        match Serve::launch(&[&["--pods", file, "--sweep-interval-ms", "200"], args].concat(), &[]) {
             Started::Serving(s) => s,
             Started::Exited(code, log) => panic!("holdfast serve exited ({code:?}): {log}"),
         }
@@ -314,5 +318,67 @@ async fn a_pod_that_goes_down_takes_only_its_own_shops() {
     assert!(down.held + rest.held <= 100, "no unit of b2 sold twice: {down:?} then {rest:?}");
     for db in &pods.dbs {
         db.assert_audit_clean().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_move_off_redis_rolls_out_pod_by_pod_and_the_kill_switch_reaches_every_pod() {
+    let pods = Pods::new().await;
+    let token = pods.token(&["--shop", "a1", "--shop", "b2", "--shop", "c3", "--admin"]);
+    let redis = RedisPrefix::new(&shared_redis_url());
+    let serve = pods.serve_with(&["--redis-url", &redis.url, "--redis-prefix", &redis.prefix]);
+    let client = Arc::new(Client { http: reqwest::Client::new(), base: serve.base.clone(), token });
+    let modes = || async {
+        let (status, view) = client.call(reqwest::Method::GET, "/admin/modes?shops=a1,b2,c3", None).await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        let resolved = &view["resolved"];
+        ["a1", "b2", "c3"].map(|s| resolved[s].as_str().unwrap_or("?").to_string())
+    };
+
+    // Every shop starts on Redis; then p3, and only p3, goes to sql-primary.
+    assert_eq!(modes().await, ["redis", "redis", "redis"]);
+    let change = json!({ "rollout": "sql-primary", "percent": 100, "pod": "p3" });
+    let (status, body) = client.call(reqwest::Method::PUT, "/admin/modes", Some(change)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(modes().await, ["redis", "redis", "sql-primary"]);
+    let unknown = json!({ "rollout": "sql", "percent": 100, "pod": "p9" });
+    let (status, body) = client.call(reqwest::Method::PUT, "/admin/modes", Some(unknown)).await;
+    assert_eq!((status, body["error"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_request")), "{body}");
+
+    // c3 now holds in its pod's SQL; a1 still in Redis, nothing in p1's SQL.
+    for shop in ["a1", "c3"] {
+        client.stock(shop, "hot", 10).await;
+        let cart = json!({ "key": "k1", "lines": [{ "item": "hot", "quantity": 1 }] });
+        let (status, body) =
+            client.call(reqwest::Method::POST, &format!("/v1/shops/{shop}/reservations"), Some(cart)).await;
+        assert_eq!(status, StatusCode::CREATED, "{shop}: {body}");
+    }
+    let reserved = |db: &TestDb, shop: &str| {
+        let (store, shop) = (db.store.clone(), ShopId::new(shop).unwrap());
+        async move {
+            let levels = store.levels(&shop, &ItemId::new("hot").unwrap()).await.unwrap();
+            levels.locations.iter().map(|l| l.quantities.reserved).sum::<i64>()
+        }
+    };
+    assert_eq!(reserved(&pods.dbs[2], "c3").await, 1, "sql-primary: the hold is in p3's SQL");
+    assert_eq!(reserved(&pods.dbs[0], "a1").await, 0, "redis: no hold in p1's SQL");
+
+    // The kill switch is stored in every pod and sends c3 back to shadow.
+    let (status, body) =
+        client.call(reqwest::Method::POST, "/admin/kill-switch", Some(json!({ "engaged": true }))).await;
+    assert_eq!((status, body["engaged"].as_bool()), (StatusCode::OK, Some(true)), "{body}");
+    for db in &pods.dbs {
+        assert!(db.db.modes.load_rules().await.unwrap().kill_switch, "engaged in {}", db.url);
+    }
+    assert_eq!(modes().await, ["redis", "redis", "shadow"]);
+    let (code, out) = pods.cli(&["mode", "kill-switch", "off"]);
+    assert_eq!(code, Some(0), "{out}");
+    for db in &pods.dbs {
+        assert!(!db.db.modes.load_rules().await.unwrap().kill_switch, "released in {}", db.url);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while modes().await != ["redis", "redis", "sql-primary"] {
+        assert!(Instant::now() < deadline, "serve followed the released kill switch");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
