@@ -113,6 +113,54 @@ ensure_redis() {
   log "Redis: up"
 }
 
+# PgBouncer in transaction mode in front of the local PostgreSQL, on
+# 127.0.0.1:6432, for the tests of holdfast behind a pooler
+# (HOLDFAST_TEST_PGBOUNCER_URL, exported). Debian's package (1.18) is what
+# is installed when missing; any database name reaches the same-named
+# database of the server as user postgres.
+ensure_pgbouncer() {
+  if [ -n "${HOLDFAST_TEST_PGBOUNCER_URL:-}" ]; then
+    log "PgBouncer: using HOLDFAST_TEST_PGBOUNCER_URL"
+    return 0
+  fi
+  export HOLDFAST_TEST_PGBOUNCER_URL="postgres://postgres@127.0.0.1:6432/postgres?pooler=transaction"
+  pgb_ok() { psql "postgres://postgres@127.0.0.1:6432/postgres" -Atc 'SELECT 1' >/dev/null 2>&1; }
+  if pgb_ok; then log "PgBouncer: up"; return 0; fi
+  if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null; then
+    log "PgBouncer: installing"
+    apt_install pgbouncer
+  fi
+  local dir="${TMPDIR:-/tmp}/holdfast-pgbouncer"
+  mkdir -p "$dir"
+  # sqlx sends extra_float_digits at start-up, which PgBouncer 1.18 refuses
+  # unless it is told to ignore it.
+  printf '%s\n' \
+    '[databases]' \
+    '* = host=127.0.0.1 port=5432 user=postgres' \
+    '[pgbouncer]' \
+    'listen_addr = 127.0.0.1' \
+    'listen_port = 6432' \
+    'auth_type = any' \
+    'pool_mode = transaction' \
+    'max_client_conn = 4000' \
+    'default_pool_size = 40' \
+    'ignore_startup_parameters = extra_float_digits' \
+    "logfile = $dir/pgbouncer.log" \
+    "pidfile = $dir/pgbouncer.pid" \
+    'unix_socket_dir =' > "$dir/pgbouncer.ini"
+  log "PgBouncer: starting"
+  local bin; bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+  if is_root; then
+    # PgBouncer will not run as root.
+    chown -R postgres "$dir"
+    su postgres -s /bin/sh -c "$bin -d $dir/pgbouncer.ini"
+  else
+    "$bin" -d "$dir/pgbouncer.ini"
+  fi
+  wait_for 15 pgb_ok || { log "PgBouncer did not come up (see $dir/pgbouncer.log)"; return 1; }
+  log "PgBouncer: up"
+}
+
 # Test certificates: a CA made on first use (kept, so servers configured
 # with its certificates keep working across runs), a server certificate it
 # signed for 127.0.0.1, ::1 and localhost, a second one (a renewal, for the

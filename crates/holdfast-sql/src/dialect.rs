@@ -382,6 +382,16 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
 
     /// Whether [`Dialect::reserve_fast`] exists for this dialect.
     const ONE_STATEMENT_FAST_PATH: bool = false;
+    /// Statements are prepared once per connection and kept. Not behind a
+    /// pooler in transaction mode (PgBouncer before 1.21), which hands each
+    /// transaction to any server connection: there every statement is sent
+    /// unnamed, and inside a transaction ([`Solo`](crate::engine::Solo)).
+    const STATEMENT_CACHE: bool = true;
+    /// Behind a pooler in transaction mode, where a session's lock would stay
+    /// with whichever server connection took it: the migration lock taken
+    /// inside each migration's transaction instead, and given back by its
+    /// commit. `None`: the session lock of `migrate_lock.sql`.
+    const MIGRATE_LOCK_IN_TX: Option<&'static str> = None;
 
     /// The whole fast path as one autocommit statement, where the dialect
     /// can express it (`ONE_STATEMENT_FAST_PATH`): take every want's units

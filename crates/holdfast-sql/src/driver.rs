@@ -67,13 +67,34 @@ pub(crate) trait Driver: Database + Sized {
         c: &'a mut Self::Connection,
         sql: &'a str,
         args: &'a [Arg<'a>],
-    ) -> impl Future<Output = sqlx::Result<Vec<Self::Row>>> + Send + 'a;
+    ) -> impl Future<Output = sqlx::Result<Vec<Self::Row>>> + Send + 'a {
+        Self::fetch_as(c, sql, args, true)
+    }
 
     /// Sends `sql` with `args` and returns the rows it changed.
     fn execute<'a>(
         c: &'a mut Self::Connection,
         sql: &'a str,
         args: &'a [Arg<'a>],
+    ) -> impl Future<Output = sqlx::Result<u64>> + Send + 'a {
+        Self::execute_as(c, sql, args, true)
+    }
+
+    /// [`fetch`](Self::fetch), the statement kept prepared on the connection
+    /// (`persistent`) or sent unnamed (behind a pooler in transaction mode).
+    fn fetch_as<'a>(
+        c: &'a mut Self::Connection,
+        sql: &'a str,
+        args: &'a [Arg<'a>],
+        persistent: bool,
+    ) -> impl Future<Output = sqlx::Result<Vec<Self::Row>>> + Send + 'a;
+
+    /// [`execute`](Self::execute), kept prepared or not as in [`fetch_as`](Self::fetch_as).
+    fn execute_as<'a>(
+        c: &'a mut Self::Connection,
+        sql: &'a str,
+        args: &'a [Arg<'a>],
+        persistent: bool,
     ) -> impl Future<Output = sqlx::Result<u64>> + Send + 'a;
 
     /// Sends a text of several statements and no parameters (a migration).
@@ -84,16 +105,22 @@ pub(crate) trait Driver: Database + Sized {
 /// what its columns hold.
 macro_rules! send {
     ($db:ty, |$t:ident| $time:expr) => {
-        fn fetch<'a>(
+        fn fetch_as<'a>(
             c: &'a mut Self::Connection,
             sql: &'a str,
             args: &'a [Arg<'a>],
+            persistent: bool,
         ) -> impl Future<Output = sqlx::Result<Vec<Self::Row>>> + Send + 'a {
-            bind!($db, sql, args, |$t| $time).fetch_all(c)
+            bind!($db, sql, args, |$t| $time).persistent(persistent).fetch_all(c)
         }
 
-        async fn execute<'a>(c: &'a mut Self::Connection, sql: &'a str, args: &'a [Arg<'a>]) -> sqlx::Result<u64> {
-            Ok(bind!($db, sql, args, |$t| $time).execute(c).await?.rows_affected())
+        async fn execute_as<'a>(
+            c: &'a mut Self::Connection,
+            sql: &'a str,
+            args: &'a [Arg<'a>],
+            persistent: bool,
+        ) -> sqlx::Result<u64> {
+            Ok(bind!($db, sql, args, |$t| $time).persistent(persistent).execute(c).await?.rows_affected())
         }
 
         fn script<'a>(c: &'a mut Self::Connection, sql: &'a str) -> impl Future<Output = sqlx::Result<()>> + Send + 'a {

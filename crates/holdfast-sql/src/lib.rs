@@ -206,22 +206,35 @@ pub(crate) async fn open_one(opts: &ConnectOptions) -> Result<Database, Error> {
     let scheme = opts.url.split(':').next().unwrap_or_default();
     match scheme {
         "postgres" | "postgresql" => {
-            let connect = opts
-                .url
+            let (url, pooled) = pooler_param(&opts.url)?;
+            let connect = url
                 .parse::<sqlx::postgres::PgConnectOptions>()
-                .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("database_url", e.to_string())))?
-                // holdfast's statements are few, prepared once per
-                // connection, and their best plan does not depend on the
-                // values bound: planning them again on every execution
-                // (what `auto` keeps doing for the array-driven ones) cost
-                // more than running them — 616 vs 1,426 reserves/s for one
-                // buyer in `holdfast bench flash-sale`.
-                .options([("plan_cache_mode", "force_generic_plan")]);
+                .map_err(|e| Error::Invalid(holdfast_core::Invalid::new("database_url", e.to_string())))?;
+            if pooled {
+                // Behind a pooler in transaction mode: no startup option
+                // (PgBouncer before 1.20 refuses the connection), no
+                // statement kept prepared (each transaction may run on
+                // another server connection); plan_cache_mode does not
+                // matter for statements planned once each.
+                let pool = network_pool(opts, connect.statement_cache_capacity(0), "PostgreSQL").await?;
+                return Ok(Database::new::<postgres::Pg<true>>(pool, opts.store.clone()));
+            }
+            // holdfast's statements are few, prepared once per connection,
+            // and their best plan does not depend on the values bound:
+            // planning them again on every execution (what `auto` keeps
+            // doing for the array-driven ones) cost more than running them
+            // — 616 vs 1,426 reserves/s for one buyer in `holdfast bench
+            // flash-sale`.
+            let connect = connect.options([("plan_cache_mode", "force_generic_plan")]);
             let pool = network_pool(opts, connect, "PostgreSQL").await?;
             Ok(Database::new::<postgres::Pg>(pool, opts.store.clone()))
         }
         "mysql" | "mariadb" => {
             // sqlx knows only mysql://; MariaDB speaks the same protocol.
+            if pooler_param(&opts.url)?.1 {
+                let msg = "pooler=transaction is for PostgreSQL behind PgBouncer; MySQL/MariaDB needs none";
+                return Err(Error::Invalid(holdfast_core::Invalid::new("database_url", msg)));
+            }
             let url = match opts.url.strip_prefix("mariadb:") {
                 Some(rest) => format!("mysql:{rest}"),
                 None => opts.url.clone(),
@@ -241,6 +254,29 @@ pub(crate) async fn open_one(opts: &ConnectOptions) -> Result<Database, Error> {
             format!("unsupported scheme {other:?}; use postgres://, mysql://, mariadb:// or sqlite://"),
         ))),
     }
+}
+
+/// `url` without holdfast's own `pooler` parameter, and whether it said
+/// `pooler=transaction`: a connection pooler in transaction mode (PgBouncer)
+/// between holdfast and the server.
+fn pooler_param(url: &str) -> Result<(String, bool), Error> {
+    let Some((base, query)) = url.split_once('?') else { return Ok((url.to_string(), false)) };
+    let mut pooled = false;
+    let mut rest = Vec::new();
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("pooler", "transaction")) => pooled = true,
+            Some(("pooler", other)) => {
+                let msg = format!("pooler={other}: the one value is transaction (a pooler in transaction mode)");
+                return Err(Error::Invalid(holdfast_core::Invalid::new("database_url", msg)));
+            }
+            _ => rest.push(pair),
+        }
+    }
+    Ok(match rest.is_empty() {
+        true => (base.to_string(), pooled),
+        false => (format!("{base}?{}", rest.join("&")), pooled),
+    })
 }
 
 /// The pool of a database server reached over the network (PostgreSQL,
@@ -297,6 +333,8 @@ fn cannot_connect(server: &str, e: &sqlx::Error) -> Error {
     let hint = if msg.contains("certificate") || msg.contains("UnknownIssuer") || msg.contains("NotValidForName") {
         " (the server's certificate did not verify: check sslrootcert / ssl-ca names the CA that signed it, \
          and that the URL's host is a name the certificate was issued for)"
+    } else if msg.contains("unsupported startup parameter") {
+        " (a connection pooler such as PgBouncer: in transaction mode, add ?pooler=transaction to the URL)"
     } else {
         ""
     };

@@ -17,6 +17,54 @@ use crate::tag;
 
 pub(crate) type Row<D> = <<D as Dialect>::Db as Database>::Row;
 
+/// A connection for statements sent outside any transaction of the engine's:
+/// the pool's connection as it is, or, behind a pooler in transaction mode
+/// (`!D::STATEMENT_CACHE`), inside a transaction of its own — a pooler
+/// keeps a client on one server connection only within a transaction, and
+/// an unnamed statement is parsed and executed in two steps. [`done`] commits
+/// it; dropped before, it is rolled back.
+///
+/// [`done`]: Solo::done
+pub(crate) enum Solo<D: Dialect> {
+    Conn(sqlx::pool::PoolConnection<D::Db>),
+    Tx(crate::dialect::Tx<D>),
+}
+
+impl<D: Dialect> Solo<D> {
+    pub(crate) async fn acquire(pool: &sqlx::Pool<D::Db>) -> sqlx::Result<Self> {
+        Ok(match D::STATEMENT_CACHE {
+            true => Solo::Conn(pool.acquire().await?),
+            false => Solo::Tx(D::begin(pool, crate::dialect::TxMode::Write).await?),
+        })
+    }
+
+    pub(crate) async fn done(self) -> sqlx::Result<()> {
+        match self {
+            Solo::Conn(_) => Ok(()),
+            Solo::Tx(tx) => tx.commit().await,
+        }
+    }
+}
+
+impl<D: Dialect> std::ops::Deref for Solo<D> {
+    type Target = Conn<D>;
+    fn deref(&self) -> &Conn<D> {
+        match self {
+            Solo::Conn(c) => c,
+            Solo::Tx(t) => t,
+        }
+    }
+}
+
+impl<D: Dialect> std::ops::DerefMut for Solo<D> {
+    fn deref_mut(&mut self) -> &mut Conn<D> {
+        match self {
+            Solo::Conn(c) => &mut *c,
+            Solo::Tx(t) => &mut *t,
+        }
+    }
+}
+
 /// The arguments of `stmt` in its placeholders' order.
 fn ordered<'a, D: Dialect>(stmt: Stmt, args: &[Arg<'a>]) -> Vec<Arg<'a>> {
     match D::placeholders(stmt) {
@@ -29,14 +77,14 @@ fn ordered<'a, D: Dialect>(stmt: Stmt, args: &[Arg<'a>]) -> Vec<Arg<'a>> {
 pub(crate) async fn rows<D: Dialect>(c: &mut Conn<D>, stmt: Stmt, args: &[Arg<'_>]) -> sqlx::Result<Vec<Row<D>>> {
     let sql = tag::sql(D::text(stmt));
     let args = ordered::<D>(stmt, args);
-    D::Db::fetch(c, &sql, &args).await
+    D::Db::fetch_as(c, &sql, &args, D::STATEMENT_CACHE).await
 }
 
 /// Sends a shared statement and returns the rows it changed.
 pub(crate) async fn exec<D: Dialect>(c: &mut Conn<D>, stmt: Stmt, args: &[Arg<'_>]) -> sqlx::Result<u64> {
     let sql = tag::sql(D::text(stmt));
     let args = ordered::<D>(stmt, args);
-    D::Db::execute(c, &sql, &args).await
+    D::Db::execute_as(c, &sql, &args, D::STATEMENT_CACHE).await
 }
 
 /// Every row, decoded.
@@ -239,10 +287,14 @@ pub(crate) fn plain_error<D: Dialect>(e: sqlx::Error) -> holdfast_core::Error {
 macro_rules! plain {
     ($store:expr, $tag:literal, |$c:ident| $body:expr) => {
         crate::tag::op($tag, async {
-            let mut conn = $store.pool.acquire().await.map_err(crate::run::plain_error::<D>)?;
+            let mut conn = crate::run::Solo::<D>::acquire(&$store.pool).await.map_err(crate::run::plain_error::<D>)?;
             let _lease = crate::tag::Lease::start();
-            let $c = &mut *conn;
-            $body.await.map_err(crate::run::plain_error::<D>)
+            let out = {
+                let $c = &mut *conn;
+                $body.await.map_err(crate::run::plain_error::<D>)?
+            };
+            conn.done().await.map_err(crate::run::plain_error::<D>)?;
+            Ok::<_, holdfast_core::Error>(out)
         })
         .await
     };

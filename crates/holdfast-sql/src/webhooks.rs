@@ -134,9 +134,10 @@ impl Outbox {
     /// Reads every enabled subscription again, on a connection of its own.
     pub(crate) async fn reload<D: Dialect>(&self, store: &SqlStore<D>) -> sqlx::Result<()> {
         tag::op("webhook", async {
-            let mut c = store.pool.acquire().await?;
+            let mut c = run::Solo::<D>::acquire(&store.pool).await?;
             let _lease = tag::Lease::start();
-            self.load::<D>(&mut c).await
+            self.load::<D>(&mut c).await?;
+            c.done().await
         })
         .await
     }

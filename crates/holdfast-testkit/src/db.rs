@@ -23,6 +23,24 @@ pub fn server_url(backend: Backend) -> String {
     }
 }
 
+/// PgBouncer in transaction mode in front of the PostgreSQL server
+/// (`HOLDFAST_TEST_PGBOUNCER_URL`, as `scripts/test` starts it), any database
+/// path, with `?pooler=transaction`.
+pub fn pgbouncer_url() -> String {
+    std::env::var("HOLDFAST_TEST_PGBOUNCER_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:6432/postgres?pooler=transaction".into())
+}
+
+/// How a test's store reaches its database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reach {
+    Direct,
+    /// Over TLS only (`crate::over_tls`).
+    Tls,
+    /// Through PgBouncer in transaction mode.
+    Pooler,
+}
+
 /// `url` with its database path replaced by `db`; its `?query` is kept.
 pub fn with_database(url: &str, db: &str) -> String {
     let (base, query) = match url.split_once('?') {
@@ -64,17 +82,24 @@ impl TestDb {
     }
 
     pub async fn with_config(backend: Backend, cfg: StoreConfig) -> Self {
-        Self::create(backend, cfg, false).await
+        Self::create(backend, cfg, Reach::Direct).await
+    }
+
+    /// A PostgreSQL database reached through PgBouncer in transaction mode
+    /// ([`pgbouncer_url`]): created on the server, migrated and used through
+    /// the pooler. `url` is the pooler's.
+    pub async fn through_pooler(cfg: StoreConfig) -> Self {
+        Self::create(Backend::Postgres, cfg, Reach::Pooler).await
     }
 
     /// Like [`TestDb::with_config`], the store connecting over TLS only
     /// (`crate::over_tls`): every connection of its pool verifies the
     /// server against the test CA. `url` is that TLS URL.
     pub async fn over_tls(backend: Backend, cfg: StoreConfig) -> Self {
-        Self::create(backend, cfg, true).await
+        Self::create(backend, cfg, Reach::Tls).await
     }
 
-    async fn create(backend: Backend, cfg: StoreConfig, tls: bool) -> Self {
+    async fn create(backend: Backend, cfg: StoreConfig, reach: Reach) -> Self {
         let name = unique_name("hf_test");
         let url = match backend {
             Backend::Postgres | Backend::MySql => {
@@ -88,7 +113,11 @@ impl TestDb {
                 format!("sqlite://{}", dir.join("holdfast.db").display())
             }
         };
-        let url = if tls { crate::over_tls(backend, &url, "ca.pem") } else { url };
+        let url = match reach {
+            Reach::Direct => url,
+            Reach::Tls => crate::over_tls(backend, &url, "ca.pem"),
+            Reach::Pooler => with_database(&pgbouncer_url(), &name),
+        };
         // From here on, the database is dropped however this ends.
         let drop = DropDatabase { backend, name };
         let mut opts = ConnectOptions::new(&url);

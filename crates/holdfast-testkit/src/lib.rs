@@ -27,7 +27,7 @@ mod statement_log;
 mod subject;
 mod tls;
 
-pub use db::{TestDb, server_url, with_database, with_db};
+pub use db::{TestDb, pgbouncer_url, server_url, with_database, with_db};
 pub use names::*;
 pub use redis::{OwnRedis, RedisPrefix, shared_redis_url};
 pub use statement_log::{StatementLog, assert_all_tagged, statement_tag};

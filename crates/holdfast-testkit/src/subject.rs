@@ -27,6 +27,8 @@ pub enum Subject {
     SqlTls(Backend),
     /// The legacy store on the TLS Redis (`rediss://`), its ledger over TLS.
     LegacyTls(Backend),
+    /// holdfast on PostgreSQL through PgBouncer in transaction mode.
+    SqlPooled,
 }
 
 impl Subject {
@@ -37,6 +39,7 @@ impl Subject {
             Subject::Legacy(b) => format!("legacy redis ({} ledger)", b.name()),
             Subject::Router(m, b) => format!("router {m} ({})", b.name()),
             Subject::SqlTls(b) => format!("{} over TLS", b.name()),
+            Subject::SqlPooled => "postgres through PgBouncer".to_string(),
             Subject::LegacyTls(b) => format!("legacy rediss ({} ledger over TLS)", b.name()),
         }
     }
@@ -47,6 +50,7 @@ impl Subject {
             Subject::Sql(_)
             | Subject::SqlAlone(_)
             | Subject::SqlTls(_)
+            | Subject::SqlPooled
             | Subject::Router(Mode::SqlPrimary | Mode::Sql, _) => Decider::Holdfast,
             Subject::Legacy(_) | Subject::LegacyTls(_) | Subject::Router(Mode::Redis | Mode::Shadow, _) => {
                 Decider::Legacy
@@ -91,10 +95,15 @@ impl TestStore {
             Subject::SqlAlone(b) => (b, StoreConfig { coalesce: false, ..cfg }),
             Subject::Sql(b) | Subject::Legacy(b) | Subject::Router(_, b) => (b, cfg),
             Subject::SqlTls(b) | Subject::LegacyTls(b) => (b, cfg),
+            Subject::SqlPooled => (Backend::Postgres, cfg),
         };
         let tls = matches!(subject, Subject::SqlTls(_) | Subject::LegacyTls(_));
-        let db = if tls { TestDb::over_tls(backend, cfg).await } else { TestDb::with_config(backend, cfg).await };
-        if let Subject::Sql(_) | Subject::SqlAlone(_) | Subject::SqlTls(_) = subject {
+        let db = match subject {
+            Subject::SqlPooled => TestDb::through_pooler(cfg).await,
+            _ if tls => TestDb::over_tls(backend, cfg).await,
+            _ => TestDb::with_config(backend, cfg).await,
+        };
+        if let Subject::Sql(_) | Subject::SqlAlone(_) | Subject::SqlTls(_) | Subject::SqlPooled = subject {
             return TestStore { subject, store: db.store.clone(), router: None, _redis: None, db };
         }
         let prefix = RedisPrefix::new(&if tls { crate::redis_tls_url() } else { shared_redis_url() });

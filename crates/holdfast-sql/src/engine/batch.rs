@@ -24,6 +24,7 @@ use holdfast_core::{
 use super::reserve::{Verdict, allocations, candidate_spec as candidates, fast_wants, new_hold, verdict};
 use super::{Fail, SqlStore};
 use crate::dialect::{Batch, Dialect, Fast, Taken, TxMode, Unit, Want};
+use crate::run;
 use crate::tag;
 use crate::webhooks::Event;
 
@@ -170,9 +171,11 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Which of `keys` a reservation of `shop` has, from one lock-free read.
     async fn keys_used(&self, shop: &ShopId, keys: &[&IdempotencyKey]) -> Result<HashSet<IdempotencyKey>, Fail> {
-        let mut c = self.pool.acquire().await?;
+        let mut c = run::Solo::<D>::acquire(&self.pool).await?;
         let _lease = tag::Lease::start();
-        Ok(D::keys_used(&mut c, shop, keys).await?.into_iter().collect())
+        let used = D::keys_used(&mut c, shop, keys).await?;
+        c.done().await?;
+        Ok(used.into_iter().collect())
     }
 
     /// One attempt of a batch's fast path: for each request, its hold, or

@@ -99,8 +99,9 @@ impl<D: Dialect> SqlStore<D> {
                         // wait for it holding nothing, then start over from
                         // the fast path, where its rows are.
                         tx.rollback().await?;
-                        let mut c = self.pool.acquire().await?;
+                        let mut c = run::Solo::<D>::acquire(&self.pool).await?;
                         D::lock_ledgers(&mut c, req.shop(), &spec, LedgerLock::Await).await?;
+                        c.done().await?;
                         Err(Fail::Again)
                     }
                     Err(fail) => Err(fail),
@@ -127,9 +128,11 @@ impl<D: Dialect> SqlStore<D> {
         // for the event.
         if D::ONE_STATEMENT_FAST_PATH && !self.outbox.wants(self, None, req.shop(), Topic::ReservationHeld).await? {
             let fast = {
-                let mut c = self.pool.acquire().await?;
+                let mut c = run::Solo::<D>::acquire(&self.pool).await?;
                 let _lease = tag::Lease::transaction();
-                D::reserve_fast(&mut c, req, wants).await?
+                let fast = D::reserve_fast(&mut c, req, wants).await?;
+                c.done().await?;
+                fast
             };
             return match fast {
                 Fast::Held { id, expires_at, taken } => Ok(Some(new_hold(req, id, expires_at, taken))),
@@ -175,9 +178,11 @@ impl<D: Dialect> SqlStore<D> {
     /// Units of each matching (item, location) that no live hold has, from
     /// one lock-free snapshot (`None`: the dialect cannot tell cheaply).
     pub(super) async fn available(&self, shop: &ShopId, spec: &Spec) -> Result<Option<Vec<Unheld>>, Fail> {
-        let mut c = self.pool.acquire().await?;
+        let mut c = run::Solo::<D>::acquire(&self.pool).await?;
         let _lease = tag::Lease::start();
-        Ok(D::available(&mut c, shop, spec).await?)
+        let rows = D::available(&mut c, shop, spec).await?;
+        c.done().await?;
+        Ok(rows)
     }
 
     /// Lock order step 4: inserts the hold for the units taken, and commits.

@@ -225,11 +225,12 @@ impl<D: Dialect> SqlStore<D> {
         older_than: std::time::Duration,
         limit: u32,
     ) -> Result<Vec<(ShopId, ItemId, LocationId)>, Fail> {
-        let mut c = self.pool.acquire().await?;
+        let mut c = run::Solo::<D>::acquire(&self.pool).await?;
         let _lease = tag::Lease::start();
         let ms = i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX);
         let args = [ms.into(), i64::from(limit).into()];
         let rows = run::rows::<D>(&mut c, Stmt::StaleFolds, &args).await?;
+        c.done().await?;
         let place = |r: &run::Row<D>| {
             Ok((
                 run::name::<D::Db, _>(r, "shop_id")?,

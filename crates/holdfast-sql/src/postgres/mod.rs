@@ -19,8 +19,16 @@ use crate::migrate::{Migration, migrations};
 use crate::run;
 use crate::tag;
 
+/// PostgreSQL; `POOLED`: reached through a pooler in transaction mode
+/// (`?pooler=transaction`), which needs statements sent unnamed.
 #[derive(Debug)]
-pub struct Pg;
+pub struct Pg<const POOLED: bool = false>;
+
+/// A statement: kept prepared on its connection, or sent unnamed behind a
+/// pooler (`POOLED`).
+fn query<const POOLED: bool>(sql: &str) -> sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments> {
+    sqlx::query(sql).persistent(!POOLED)
+}
 
 /// A statement's text from `queries/`.
 macro_rules! raw {
@@ -73,9 +81,14 @@ fn text<T: ToString>(v: &T) -> String {
 
 /// Runs a statement over a shop's wants ($1 shop, then the wants' items,
 /// locations and quantities as arrays), as the pick and the takes are.
-async fn by_wants(c: &mut PgConnection, sql: &'static str, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<PgRow>> {
+async fn by_wants<const P: bool>(
+    c: &mut PgConnection,
+    sql: &'static str,
+    shop: &ShopId,
+    wants: &[Want],
+) -> sqlx::Result<Vec<PgRow>> {
     let (items, locs, qtys) = want_arrays(wants);
-    sqlx::query(&tag::sql(sql)).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await
+    query::<P>(&tag::sql(sql)).bind(shop.as_str()).bind(items).bind(locs).bind(qtys).fetch_all(c).await
 }
 
 /// The three parallel arrays a cart's wants travel in.
@@ -92,10 +105,12 @@ fn spec_arrays(spec: &Spec) -> (Vec<String>, Vec<Option<String>>) {
     (spec.iter().map(|(i, _)| text(i)).collect(), spec.iter().map(|(_, l)| l.as_ref().map(text)).collect())
 }
 
-impl Dialect for Pg {
+impl<const P: bool> Dialect for Pg<P> {
     type Db = Postgres;
     const BACKEND: Backend = Backend::Postgres;
     const ONE_STATEMENT_FAST_PATH: bool = true;
+    const STATEMENT_CACHE: bool = !P;
+    const MIGRATE_LOCK_IN_TX: Option<&'static str> = if P { Some(raw!("migrate_lock_tx")) } else { None };
     const MIGRATIONS: &'static [Migration] =
         migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks");
     const BEGIN_MIGRATION: &'static str = "BEGIN";
@@ -120,7 +135,7 @@ impl Dialect for Pg {
     async fn reserve_fast(c: &mut PgConnection, req: &ReserveRequest, wants: &[Want]) -> sqlx::Result<Fast> {
         let (shop, key, fingerprint, ttl) = (req.shop(), req.key(), req.fingerprint(), req.ttl());
         let (items, locs, qtys) = want_arrays(wants);
-        let rows = sqlx::query(&tag::sql(RESERVE_FAST))
+        let rows = query::<P>(&tag::sql(RESERVE_FAST))
             .bind(shop.as_str())
             .bind(items)
             .bind(locs)
@@ -155,12 +170,12 @@ impl Dialect for Pg {
         wants: &[Want],
         waiting: bool,
     ) -> sqlx::Result<Vec<Taken>> {
-        let rows = by_wants(c, if waiting { TAKE_UNITS_WAITING } else { TAKE_UNITS }, shop, wants).await?;
+        let rows = by_wants::<P>(c, if waiting { TAKE_UNITS_WAITING } else { TAKE_UNITS }, shop, wants).await?;
         rows.iter().map(run::taken::<Self>).collect()
     }
 
     async fn pick_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Unit>> {
-        let rows = by_wants(c, PICK_UNITS, shop, wants).await?;
+        let rows = by_wants::<P>(c, PICK_UNITS, shop, wants).await?;
         rows.iter().map(run::unit::<Postgres>).collect()
     }
 
@@ -168,7 +183,7 @@ impl Dialect for Pg {
         let items: Vec<&str> = units.iter().map(|u| u.item.as_str()).collect();
         let locs: Vec<&str> = units.iter().map(|u| u.location.as_str()).collect();
         let ids: Vec<i64> = units.iter().map(|u| u.id).collect();
-        sqlx::query(&tag::sql(raw!("delete_units")))
+        query::<P>(&tag::sql(raw!("delete_units")))
             .bind(shop.as_str())
             .bind(items)
             .bind(locs)
@@ -184,7 +199,7 @@ impl Dialect for Pg {
         keys: &[&IdempotencyKey],
     ) -> sqlx::Result<Vec<IdempotencyKey>> {
         let keys: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
-        let rows = sqlx::query(&tag::sql(raw!("keys_used"))).bind(shop.as_str()).bind(keys).fetch_all(c).await?;
+        let rows = query::<P>(&tag::sql(raw!("keys_used"))).bind(shop.as_str()).bind(keys).fetch_all(c).await?;
         rows.iter().map(|r| run::name::<Postgres, IdempotencyKey>(r, "idempotency_key")).collect()
     }
 
@@ -205,7 +220,7 @@ impl Dialect for Pg {
                 qtys.push(l.quantity as i32);
             }
         }
-        let rows = sqlx::query(&tag::sql(raw!("insert_holds")))
+        let rows = query::<P>(&tag::sql(raw!("insert_holds")))
             .bind(first.shop().as_str())
             .bind(keys)
             .bind(fingerprints)
@@ -245,7 +260,7 @@ impl Dialect for Pg {
             LedgerLock::Skip => LOCK_LEDGERS_SKIP,
             LedgerLock::Await | LedgerLock::Share => AWAIT_LEDGERS,
         });
-        let rows = sqlx::query(&sql).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
+        let rows = query::<P>(&sql).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
         rows.iter().map(run::ledger::<Self>).collect()
     }
 
@@ -255,7 +270,7 @@ impl Dialect for Pg {
         spec: &Spec,
     ) -> sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>> {
         let (items, locs) = spec_arrays(spec);
-        let rows = sqlx::query(&tag::sql(AVAILABLE)).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
+        let rows = query::<P>(&tag::sql(AVAILABLE)).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
         rows.iter().map(run::available::<Self>).collect::<sqlx::Result<Vec<_>>>().map(Some)
     }
 
@@ -263,27 +278,27 @@ impl Dialect for Pg {
         let (item, location) = (&at.item, &at.location);
         let sql = tag::sql(EXPIRE_AT);
         let rows =
-            sqlx::query(&sql).bind(shop.as_str()).bind(item.as_str()).bind(location.as_str()).fetch_all(c).await?;
+            query::<P>(&sql).bind(shop.as_str()).bind(item.as_str()).bind(location.as_str()).fetch_all(c).await?;
         run::gone::<Postgres>(&rows)
     }
 
     async fn sweep(c: &mut PgConnection, limit: u32) -> sqlx::Result<Gone> {
-        let rows = sqlx::query(&tag::sql(SWEEP)).bind(limit as i64).fetch_all(c).await?;
+        let rows = query::<P>(&tag::sql(SWEEP)).bind(limit as i64).fetch_all(c).await?;
         run::gone::<Postgres>(&rows)
     }
 
     async fn purge(c: &mut PgConnection, older_than: std::time::Duration, limit: u32) -> sqlx::Result<u64> {
-        let n: i64 = sqlx::query_scalar(&tag::sql(raw!("purge")))
+        let row = query::<P>(&tag::sql(raw!("purge")))
             .bind(i64::try_from(older_than.as_millis()).unwrap_or(i64::MAX))
             .bind(limit as i64)
             .fetch_one(c)
             .await?;
-        Ok(n as u64)
+        Ok(row.try_get::<i64, _>(0)? as u64)
     }
 
     async fn fold(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Folded> {
         let (item, location) = (&at.item, &at.location);
-        let r = sqlx::query(&tag::sql(raw!("fold")))
+        let r = query::<P>(&tag::sql(raw!("fold")))
             .bind(shop.as_str())
             .bind(item.as_str())
             .bind(location.as_str())
@@ -297,7 +312,7 @@ impl Dialect for Pg {
         let items: Vec<String> = lines.iter().map(|l| text(&l.item)).collect();
         let locs: Vec<String> = lines.iter().map(|l| text(&l.location)).collect();
         let qtys: Vec<i32> = lines.iter().map(|l| l.quantity as i32).collect();
-        let row: Option<PgRow> = sqlx::query(&tag::sql(raw!("insert_reservation")))
+        let row: Option<PgRow> = query::<P>(&tag::sql(raw!("insert_reservation")))
             .bind(shop.as_str())
             .bind(key.as_str())
             .bind(&fingerprint)
@@ -317,7 +332,7 @@ impl Dialect for Pg {
         status: ReservationStatus,
         state: LineState,
     ) -> sqlx::Result<()> {
-        sqlx::query(&tag::sql(raw!("transition")))
+        query::<P>(&tag::sql(raw!("transition")))
             .bind(shop.as_str())
             .bind(run::id_list(ids))
             .bind(status.as_str())

@@ -32,6 +32,12 @@ mod alone {
     on_every_dialect!(SqlAlone);
 }
 
+/// The same suite on PostgreSQL through PgBouncer in transaction mode
+/// (`?pooler=transaction`): no statement kept prepared, no startup option.
+mod pgbouncer {
+    holdfast_testkit::conformance_suite!(holdfast_testkit::Subject::SqlPooled);
+}
+
 /// The same suite with every connection over TLS, verified against the test
 /// CA (`sslmode=verify-full`, `ssl-mode=VERIFY_IDENTITY`), as a user the
 /// servers let in over TLS only.
