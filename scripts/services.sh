@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the servers the tests need are reachable: PostgreSQL,
-# MariaDB/MySQL and Redis. A URL given in HOLDFAST_TEST_POSTGRES_URL /
-# HOLDFAST_TEST_MYSQL_URL / HOLDFAST_TEST_REDIS_URL is used as it is; otherwise the local server is started when installed but
+# MariaDB/MySQL, Redis and PgBouncer. A URL given in HOLDFAST_TEST_POSTGRES_URL /
+# HOLDFAST_TEST_MYSQL_URL / HOLDFAST_TEST_REDIS_URL / HOLDFAST_TEST_PGBOUNCER_URL is used as it is; otherwise the local server is started when installed but
 # stopped, and installed from Debian packages when missing and run as root.
 # Sourced by scripts/test; exits non-zero when a server cannot be had.
 set -euo pipefail

@@ -118,13 +118,14 @@ pub(crate) async fn ensure_database(url: &str) -> Result<(), Error> {
     if url.starts_with("postgres") {
         let admin = url.replacen(&format!("/{name}"), "/postgres", 1);
         let mut c = sqlx::PgConnection::connect(&admin).await.map_err(unavailable)?;
-        let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(&name)
-            .fetch_one(&mut c)
-            .await
-            .map_err(unavailable)?;
+        // The simple protocol (`name` is checked above): no statement is
+        // prepared, which a pooler in transaction mode could not carry.
+        let found = format!("SELECT 1 FROM pg_database WHERE datname = '{name}'");
+        // A plain text with no arguments goes over the simple protocol.
+        let exists = !sqlx::Executor::fetch_all(&mut c, found.as_str()).await.map_err(unavailable)?.is_empty();
         if !exists {
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.map_err(unavailable)?;
+            let create = format!("CREATE DATABASE {name}");
+            sqlx::Executor::execute(&mut c, create.as_str()).await.map_err(unavailable)?;
         }
     } else if url.starts_with("mysql") || url.starts_with("mariadb") {
         let admin = url.replacen("mariadb://", "mysql://", 1).replacen(&format!("/{name}"), "/mysql", 1);

@@ -272,9 +272,11 @@ impl Deliverer {
     async fn housekeeping(&self) {
         match self.store.queue_stats().await {
             Ok(q) => {
-                metrics::gauge!("holdfast_webhook_queue_depth").set(q.pending as f64);
-                metrics::gauge!("holdfast_webhook_dead").set(q.dead as f64);
-                metrics::gauge!("holdfast_webhook_oldest_pending_seconds")
+                // With pods, each pod's queue is a series of its own.
+                let pod: Vec<metrics::Label> = self.pod.iter().map(|p| metrics::Label::new("pod", p.clone())).collect();
+                metrics::gauge!("holdfast_webhook_queue_depth", pod.clone()).set(q.pending as f64);
+                metrics::gauge!("holdfast_webhook_dead", pod.clone()).set(q.dead as f64);
+                metrics::gauge!("holdfast_webhook_oldest_pending_seconds", pod)
                     .set(q.oldest_pending.unwrap_or_default().as_secs_f64());
             }
             Err(e) => tracing::debug!(error = %e, "could not read the webhook queue"),

@@ -353,10 +353,9 @@ impl TokenStore for Routed {
     }
 
     /// Asks every pod at once and answers once the pods that matter have:
-    /// those of the token's shops (and the default pod for an admin token).
-    /// Revoked in any of them is revoked, so a revoke that missed a pod
-    /// that was down still holds when it comes back; a pod of other shops
-    /// that is down or slow delays nobody.
+    /// those of the token's shops (and the default pod for an admin token),
+    /// so that a pod of other shops that is down or slow delays nobody.
+    /// Revoked in any pod that answered is revoked.
     async fn find_token(&self, id: &str) -> Result<Option<TokenRecord>> {
         let mut asks = tokio::task::JoinSet::new();
         for (i, pod) in self.0.pods.iter().enumerate() {

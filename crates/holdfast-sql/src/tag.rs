@@ -52,6 +52,15 @@ fn pod() -> Option<std::sync::Arc<str>> {
     POD.try_with(|p| p.clone()).ok()
 }
 
+/// The labels of a connection metric: its tag, and its pod when there is one.
+fn labels(tag: String, pod: Option<std::sync::Arc<str>>) -> Vec<metrics::Label> {
+    let mut labels = vec![metrics::Label::new("tag", tag)];
+    if let Some(pod) = pod {
+        labels.push(metrics::Label::new("pod", pod.to_string()));
+    }
+    labels
+}
+
 /// `fut` with the task-locals of the task that calls this (the caller's tag,
 /// the operation), for running it on another task.
 pub(crate) fn carried<F: Future>(fut: F) -> impl Future<Output = F::Output> {
@@ -107,7 +116,7 @@ pub(crate) fn sql(text: &'static str) -> Cow<'static, str> {
     let caller = caller();
     let op = operation();
     record(|s| s.statements += 1);
-    metrics::counter!("holdfast_db_statements_total", "tag" => effective()).increment(1);
+    metrics::counter!("holdfast_db_statements_total", labels(effective(), pod())).increment(1);
     let key = (caller.clone(), op, text.as_ptr() as usize);
     let mut map = INTERNED.lock().expect("tag map");
     if let Some(s) = map.get(&key) {
@@ -184,7 +193,7 @@ pub(crate) struct Lease {
 impl Lease {
     pub(crate) fn transaction() -> Self {
         record(|s| s.transactions += 1);
-        metrics::counter!("holdfast_db_transactions_total", "tag" => effective()).increment(1);
+        metrics::counter!("holdfast_db_transactions_total", labels(effective(), pod())).increment(1);
         Self::start()
     }
 

@@ -184,6 +184,10 @@ fn db_flags(db: &DbArgs) -> holdfast_server::cli::DbFlags {
 
 async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let db = cli.db;
+    if db.pods.is_some() && matches!(cli.command, Command::Demo(_) | Command::Bench(_)) {
+        let e = holdfast_core::Invalid::new("pods", "demo and bench run on one database: give --database-url instead");
+        return Err(Error::from(e)).or_fail(false);
+    }
     match cli.command {
         Command::Migrate => {
             let database = open_database(&db, None).await.or_fail(false)?;
