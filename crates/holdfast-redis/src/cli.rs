@@ -6,7 +6,7 @@ use holdfast_core::{Error, ShopId};
 
 use holdfast_core::Mode;
 
-use crate::modes::{ModeChange, ModeControl};
+use crate::modes::{KillSwitch, ModeChange, ModeControl};
 use crate::reconcile::{Direction, reconcile};
 use crate::store::{RedisOptions, RedisStore};
 
@@ -81,11 +81,11 @@ fn print<T: serde::Serialize>(json: bool, value: &T, text: impl FnOnce() -> Stri
 
 /// Runs one `holdfast mode` command against the database `db`.
 pub async fn run(args: ModeArgs, db: &holdfast_sql::Database) -> Result<(), Error> {
-    let control = ModeControl::load(db.modes.clone()).await?;
     let json = args.json;
+    let control = || ModeControl::load(db.modes.clone());
     match args.command {
         ModeCommand::Show { shops } => {
-            let view = control.view(&shops);
+            let view = control().await?.view(&shops);
             print(json, &view, || {
                 let r = &view.rules;
                 let mut out = format!("kill switch: {}\n", if r.kill_switch { "ON" } else { "off" });
@@ -103,17 +103,21 @@ pub async fn run(args: ModeArgs, db: &holdfast_sql::Database) -> Result<(), Erro
         }
         ModeCommand::Set { shop, mode } => {
             let mode = if mode == "auto" { None } else { Some(mode.parse::<Mode>()?) };
-            let view = control.apply(&ModeChange::Shop { shop: shop.clone(), mode }).await?;
+            let view = control().await?.apply(&ModeChange::Shop { shop: shop.clone(), mode }).await?;
             print(json, &view, || format!("shop {shop} is now served in: {}", view.resolved[&shop]));
         }
         ModeCommand::Rollout { mode, percent, pod } => {
-            let view = control.apply(&ModeChange::Rollout { mode, percent, pod }).await?;
+            let view = control().await?.apply(&ModeChange::Rollout { mode, percent, pod }).await?;
             print(json, &view, || format!("{percent}% of shops are now at {mode} or later"));
         }
+        // The emergency stop needs no rules read first: with pods, it is
+        // written to every pod that answers even while another is down (and
+        // the pods it missed are named in the error).
         ModeCommand::KillSwitch { state } => {
-            let ks = control.set_kill_switch(state == "on").await?;
-            print(json, &ks, || {
-                if ks.engaged {
+            let engaged = state == "on";
+            db.modes.set_kill_switch(engaged).await?;
+            print(json, &KillSwitch { engaged }, || {
+                if engaged {
                     "kill switch ON: sql-primary shops are served by Redis (as shadow) within a second".into()
                 } else {
                     "kill switch off: sql-primary shops are served by SQL again within a second".into()

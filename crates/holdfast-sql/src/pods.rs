@@ -261,6 +261,10 @@ pub async fn open_pods(file: &PodsFile, opts: &ConnectOptions) -> Result<Databas
     })
 }
 
+/// How long a pod's mode rules may take to read before the rules it had
+/// last are used.
+const RULES_WITHIN: Duration = Duration::from_secs(2);
+
 /// The traits of a [`Database`], each call sent to the pod of its shop.
 #[derive(Debug)]
 struct Routed(Arc<PodSet>);
@@ -360,7 +364,10 @@ impl TokenStore for Routed {
         let mut asks = tokio::task::JoinSet::new();
         for (i, pod) in self.0.pods.iter().enumerate() {
             let (db, id, name) = (pod.db.clone(), id.to_string(), pod.name.clone());
-            asks.spawn(crate::tag::in_pod(name, async move { (i, db.tokens.find_token(&id).await) }));
+            asks.spawn(crate::tag::carried(crate::tag::in_pod(
+                name,
+                async move { (i, db.tokens.find_token(&id).await) },
+            )));
         }
         let mut answers: Vec<Option<Result<Option<TokenRecord>>>> = (0..self.0.pods.len()).map(|_| None).collect();
         while let Some(done) = asks.join_next().await {
@@ -450,7 +457,17 @@ impl ModeStore for Routed {
     /// pod that is down holds no change of the others back.
     async fn load_rules(&self) -> Result<Rules> {
         let set = self.0.clone();
-        let answers = self.0.each(|db| async move { db.modes.load_rules().await }).await;
+        // Bounded: a pod that hangs must not stop the poller from bringing
+        // the other pods' changes (a kill switch) in.
+        let answers = self
+            .0
+            .each(|db| async move {
+                match tokio::time::timeout(RULES_WITHIN, db.modes.load_rules()).await {
+                    Ok(r) => r,
+                    Err(_) => Err(Error::Unavailable(format!("no answer in {} s", RULES_WITHIN.as_secs()))),
+                }
+            })
+            .await;
         let mut rules = Rules { placement: Some(self.0.placement.clone()), ..Rules::default() };
         let mut last = self.0.last_rules.lock().expect("last rules");
         for (i, (pod, (_, answer))) in self.0.pods.iter().zip(answers).enumerate() {
@@ -472,7 +489,9 @@ impl ModeStore for Routed {
             if i == self.0.default {
                 rules.rollout = theirs.rollout.clone();
             }
-            rules.pods.insert(pod.name.clone(), theirs.rollout);
+            if !theirs.rollout.is_empty() {
+                rules.pods.insert(pod.name.clone(), theirs.rollout);
+            }
         }
         Ok(rules)
     }

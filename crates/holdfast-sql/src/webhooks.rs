@@ -118,12 +118,12 @@ impl Outbox {
                 if !self.refreshing.swap(true, Ordering::AcqRel)
                     && let Some(me) = store.weak_self().upgrade()
                 {
-                    tokio::spawn(async move {
+                    tokio::spawn(tag::carried(async move {
                         if let Err(e) = me.outbox.reload(&*me).await {
                             tracing::debug!(error = %e, "could not read the webhook subscriptions again");
                         }
                         me.outbox.refreshing.store(false, Ordering::Release);
-                    });
+                    }));
                 }
             }
             Some(_) => {}

@@ -33,7 +33,8 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<HealthBody>
         .into_iter()
         .map(|pod| {
             tokio::spawn(async move {
-                let answer = match tokio::time::timeout(Duration::from_secs(2), pod.db.tokens.find_token("")).await {
+                let check = holdfast_sql::in_pod(pod.name.clone(), pod.db.tokens.find_token(""));
+                let answer = match tokio::time::timeout(Duration::from_secs(2), check).await {
                     Ok(Ok(_)) => None,
                     Ok(Err(e)) => Some(format!("database check failed: {}", e.code())),
                     Err(_) => Some("database check took over 2 s".to_string()),

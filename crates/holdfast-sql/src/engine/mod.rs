@@ -252,9 +252,11 @@ impl<D: Dialect> Store for SqlStore<D> {
     }
 
     async fn migrate(&self) -> Result<(), Error> {
-        tag::op("migrate", crate::migrate::run::<D>(&self.pool))
-            .await
-            .map_err(|e| Error::Internal(format!("migration failed: {e}")))
+        tag::op("migrate", crate::migrate::run::<D>(&self.pool)).await.map_err(|e| match D::fault(&e) {
+            // A server that cannot be reached is an outage, not a failed migration.
+            Fault::Connection => Error::Unavailable(e.to_string()),
+            _ => Error::Internal(format!("migration failed: {e}")),
+        })
     }
 
     async fn reserve(&self, req: &ReserveRequest) -> Result<Reserved, Error> {

@@ -33,7 +33,7 @@ impl Pods {
     async fn new() -> Self {
         let dbs = vec![
             TestDb::new(Backend::Postgres).await,
-            TestDb::new(Backend::Postgres).await,
+            TestDb::through_pooler(Default::default()).await,
             TestDb::new(Backend::MySql).await,
         ];
         let proxy = LatencyProxy::start(upstream_of(&dbs[1].url).unwrap(), Duration::ZERO).unwrap();
@@ -281,16 +281,19 @@ async fn a_pod_that_goes_down_takes_only_its_own_shops() {
             during.extend(s.latencies);
         }
     }
-    assert!(down.unavailable > 0, "the shop of the pod that went down was answered 503: {down:?}");
+    // Whatever was still in flight when p2 went, a sale started while it is
+    // down is answered 503, every request of it.
+    let after = sell(client.clone(), "b2", "storm", 2, 20).await;
+    assert_eq!(after.unavailable, 20, "the shop of the pod that is down: {after:?}");
     let (p99_before, p99_during) = (p99(&mut before), p99(&mut during));
     eprintln!(
         "healthy pods: p99 {p99_before:.1} ms without an outage, {p99_during:.1} ms with p2 down; \
          b2: {} held, {} answered 503",
         down.held, down.unavailable
     );
-    // Twice the calm run's p99, and a few milliseconds of slack for a
-    // machine that serves, buys and runs three databases on two cores.
-    assert!(p99_during <= 2.0 * p99_before + 25.0, "p99 {p99_during:.1} ms with p2 down vs {p99_before:.1} ms");
+    // Twice the calm run's p99, and some slack for a machine that serves,
+    // buys and runs three databases and a pooler on two cores.
+    assert!(p99_during <= 2.0 * p99_before + 50.0, "p99 {p99_during:.1} ms with p2 down vs {p99_before:.1} ms");
 
     let (status, ready) = client.call(reqwest::Method::GET, "/readyz", None).await;
     assert_eq!((status, ready["status"].as_str()), (StatusCode::OK, Some("degraded")), "{ready}");
@@ -371,6 +374,32 @@ async fn the_move_off_redis_rolls_out_pod_by_pod_and_the_kill_switch_reaches_eve
         assert!(db.db.modes.load_rules().await.unwrap().kill_switch, "engaged in {}", db.url);
     }
     assert_eq!(modes().await, ["redis", "redis", "shadow"]);
+    let (code, out) = pods.cli(&["mode", "kill-switch", "off"]);
+    assert_eq!(code, Some(0), "{out}");
+    for db in &pods.dbs {
+        assert!(!db.db.modes.load_rules().await.unwrap().kill_switch, "released in {}", db.url);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while modes().await != ["redis", "redis", "sql-primary"] {
+        assert!(Instant::now() < deadline, "serve followed the released kill switch");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // With p2 down, the kill switch still reaches the other pods (the
+    // command names the pod it missed) and serve follows it.
+    pods.proxy.refuse(true);
+    pods.proxy.cut();
+    let (code, out) = pods.cli(&["mode", "kill-switch", "on"]);
+    assert_ne!(code, Some(0), "a pod was missed: {out}");
+    for i in [0, 2] {
+        assert!(pods.dbs[i].db.modes.load_rules().await.unwrap().kill_switch, "engaged in p{}", i + 1);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while modes().await[2] != "shadow" {
+        assert!(Instant::now() < deadline, "serve followed the kill switch with p2 down");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pods.proxy.refuse(false);
     let (code, out) = pods.cli(&["mode", "kill-switch", "off"]);
     assert_eq!(code, Some(0), "{out}");
     for db in &pods.dbs {
