@@ -27,13 +27,19 @@ pub async fn healthz() -> Json<HealthBody> {
 )]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<HealthBody>> {
     let unavailable = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", why);
+    let named = state.db.has_pods();
     let checks: Vec<_> = state
         .db
         .pods()
         .into_iter()
         .map(|pod| {
             tokio::spawn(async move {
-                let check = holdfast_sql::in_pod(pod.name.clone(), pod.db.tokens.find_token(""));
+                let check = async {
+                    match named {
+                        true => holdfast_sql::in_pod(pod.name.clone(), pod.db.tokens.find_token("")).await,
+                        false => pod.db.tokens.find_token("").await,
+                    }
+                };
                 let answer = match tokio::time::timeout(Duration::from_secs(2), check).await {
                     Ok(Ok(_)) => None,
                     Ok(Err(e)) => Some(format!("database check failed: {}", e.code())),
