@@ -161,6 +161,20 @@ ensure_pgbouncer() {
   log "PgBouncer: up"
 }
 
+# Chromium and ChromeDriver, for the console's browser tests: Debian's
+# chromium and chromium-driver packages, installed when missing and run as
+# root. HOLDFAST_TEST_CHROMIUM / HOLDFAST_TEST_CHROMEDRIVER name other
+# binaries.
+ensure_chromium() {
+  local browser=${HOLDFAST_TEST_CHROMIUM:-/usr/bin/chromium} driver=${HOLDFAST_TEST_CHROMEDRIVER:-/usr/bin/chromedriver}
+  if [ ! -x "$browser" ] || [ ! -x "$driver" ]; then
+    log "Chromium: installing Debian's chromium and chromium-driver"
+    apt_install --no-install-recommends chromium chromium-driver || { log "Chromium: cannot be installed"; return 1; }
+  fi
+  [ -x "$browser" ] && [ -x "$driver" ] || { log "Chromium: $browser or $driver still missing"; return 1; }
+  log "Chromium: $("$driver" --version 2>/dev/null | cut -d' ' -f1-2)"
+}
+
 # Test certificates: a CA made on first use (kept, so servers configured
 # with its certificates keep working across runs), a server certificate it
 # signed for 127.0.0.1, ::1 and localhost, a second one (a renewal, for the

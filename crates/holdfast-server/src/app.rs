@@ -26,6 +26,7 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 
 use crate::auth::Authenticator;
+use crate::console;
 use crate::error::{ApiError, Enveloped};
 use crate::routes::{admin, health, reservations, stock, webhooks};
 use crate::settings::Settings;
@@ -38,6 +39,7 @@ static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub fn router(state: AppState) -> Router {
     let timeout = state.settings.request_timeout();
     let body_limit = state.settings.body_limit_bytes;
+    let activity = state.activity.clone();
     let shop = "/v1/shops/{shop}";
     let v1 = Router::new()
         .route(&format!("{shop}/reservations"), post(reservations::create))
@@ -59,6 +61,10 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/connections", get(admin::connections))
         .route("/admin/modes", get(admin::modes).put(admin::set_mode))
         .route("/admin/kill-switch", get(admin::kill_switch).post(admin::set_kill_switch))
+        .route("/admin/overview", get(console::overview))
+        .route("/admin/ui", get(console::page))
+        .route("/admin/ui/console.js", get(console::script))
+        .route("/admin/ui/console.css", get(console::style))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/metrics", get(crate::metrics::render))
@@ -68,7 +74,7 @@ pub fn router(state: AppState) -> Router {
         // Innermost first: these run after routing, so metrics see the route template.
         .layer(
             ServiceBuilder::new()
-                .layer(middleware::from_fn(crate::metrics::track))
+                .layer(middleware::from_fn_with_state(activity, crate::metrics::track))
                 .layer(CatchPanicLayer::custom(|_| {
                     ApiError::for_status(StatusCode::INTERNAL_SERVER_ERROR).into_response()
                 }))
@@ -222,6 +228,7 @@ impl Application {
             auth: Arc::new(auth),
             metrics: crate::metrics::handle(),
             settings: Arc::new(settings),
+            activity: Arc::default(),
         };
         Ok(Self { listener, tls, state })
     }
@@ -270,6 +277,7 @@ impl Application {
                 });
             }
         }
+        tasks.push(tokio::spawn(self.state.activity.clone().run(stopped.clone())));
         let workers = self.state.settings.webhook_workers();
         if workers.workers > 0 {
             tasks.extend(crate::webhooks::spawn_per_pod(&self.state.db, workers, &stopped)?);

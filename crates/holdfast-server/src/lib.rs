@@ -8,6 +8,7 @@ pub mod api;
 pub mod app;
 pub mod auth;
 pub mod cli;
+pub mod console;
 pub mod error;
 pub mod logging;
 pub mod metrics;

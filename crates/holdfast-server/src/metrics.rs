@@ -19,7 +19,7 @@
 //! - `holdfast_db_unavailable_total`: requests answered 503 because no
 //!   connection came within the acquire timeout (the pool's waits that failed)
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -49,18 +49,20 @@ pub fn handle() -> PrometheusHandle {
         .clone()
 }
 
+use crate::console::Activity;
 /// Middleware: counts and times every request by its route template (not the
 /// raw path, which would make a series per reservation id).
-pub async fn track(req: Request, next: Next) -> Response {
+/// Also counts the reservation answers the console charts.
+pub async fn track(State(activity): State<Arc<Activity>>, req: Request, next: Next) -> Response {
     let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned());
     let route = route.unwrap_or_else(|| "unmatched".into());
-    let method = req.method().as_str().to_owned();
+    let method = req.method().clone();
     let started = Instant::now();
     let res = next.run(req).await;
     let status = res.status().as_u16().to_string();
-    histogram!("holdfast_http_request_duration_seconds", "method" => method.clone(), "route" => route.clone())
+    histogram!("holdfast_http_request_duration_seconds", "method" => method.as_str().to_owned(), "route" => route.clone())
         .record(started.elapsed().as_secs_f64());
-    counter!("holdfast_http_requests_total", "method" => method, "route" => route, "status" => status).increment(1);
+    counter!("holdfast_http_requests_total", "method" => method.as_str().to_owned(), "route" => route, "status" => status).increment(1);
     res
 }
 
@@ -78,6 +80,7 @@ pub async fn render(State(state): State<AppState>) -> ([(axum::http::HeaderName,
     counter!("holdfast_store_reserves_batched_total").absolute(stats.reserves_batched);
     counter!("holdfast_store_reserve_batches_total").absolute(stats.reserve_batches);
     if state.db.has_pods() {
+    activity.count(&method, &route, res.status());
         for pod in state.db.pods() {
             let pool = pod.db.pool_status();
             let name = pod.name;

@@ -4,7 +4,7 @@
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::{api, error, routes};
+use crate::{api, console, error, routes};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -33,10 +33,11 @@ use crate::{api, error, routes};
         routes::admin::set_mode,
         routes::admin::kill_switch,
         routes::admin::set_kill_switch,
+        console::overview,
         routes::health::healthz,
         routes::health::readyz,
     ),
-    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody, routes::admin::ConnectionsBody, holdfast_core::ConnHold, routes::admin::KillSwitchBody, routes::webhooks::CreateWebhook, routes::webhooks::WebhookBody, routes::webhooks::CreatedWebhook, routes::webhooks::WebhookList)),
+    components(schemas(error::ErrorBody, error::ShortfallBody, api::AllocationBody, api::LevelBody, routes::admin::ConnectionsBody, holdfast_core::ConnHold, routes::admin::KillSwitchBody, routes::webhooks::CreateWebhook, routes::webhooks::WebhookBody, routes::webhooks::CreatedWebhook, routes::webhooks::WebhookList, console::OverviewBody, console::RatePoint, console::HoldPoint, console::ShopMode, console::MigrationPanel, console::DeliveriesPanel, console::PodPanel, holdfast_sql::HotItem)),
     modifiers(&Bearer)
 )]
 #[derive(Debug)]

@@ -18,4 +18,6 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// Present when serving with `--redis-url`: `store` is then its router.
     pub migration: Option<holdfast_redis::Migration>,
+    /// The console's counts and samples of this process's answers.
+    pub activity: Arc<crate::console::Activity>,
 }

@@ -76,7 +76,7 @@ statements! { $;
     Audit => "audit",
     /// (shop, item, location): the ledger row, created if missing.
     EnsureLedger => "ensure_ledger",
-    /// (shop, item, location, on_hand, committed, unpooled).
+    /// (shop, item, location, on_hand, committed, unpooled, refilled 0/1).
     WriteLedger => "write_ledger",
     /// (shop, item, location, cap, n): up to n unit rows into free slots.
     Refill => "refill",
@@ -129,6 +129,11 @@ statements! { $;
     ServerState => "server_state",
     /// → (version): the latest migration applied.
     SchemaVersion => "schema_version",
+    /// (window ms, limit) → (shop_id, item_id, sold, held): units claimed
+    /// in the window and held now, per item, busiest first.
+    HotItems => "hot_items",
+    /// (shop, item) → (pooled, refills) over its locations.
+    ItemPool => "item_pool",
     /// (id, shop, url, topics, secret, created_at).
     WebhookSubInsert => "webhook_sub_insert",
     /// (shop) → the shop's subscriptions, secrets left out.

@@ -2,8 +2,10 @@
 //! large holdfast's tables have grown, and whether the server cleans up
 //! after them (PostgreSQL's autovacuum, InnoDB's purge backlog).
 
+use std::time::Duration;
+
 use async_trait::async_trait;
-use holdfast_core::Error;
+use holdfast_core::{Error, ItemId, ShopId, Store};
 use serde::Serialize;
 
 use crate::dialect::{Dialect, Stmt};
@@ -27,6 +29,29 @@ pub struct ServerState {
     pub history_list_length: Option<u64>,
 }
 
+/// One busy item, as the console shows it: its levels summed over its
+/// locations, what sold in the window asked for, and its pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct HotItem {
+    pub shop: String,
+    pub item: String,
+    /// The pod the shop lives on, when serving pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<String>,
+    pub on_hand: i64,
+    pub available: i64,
+    /// Units in live holds.
+    pub held: i64,
+    pub committed: i64,
+    /// Units claimed by reservations that finished within the window.
+    pub sold_recently: i64,
+    /// Unit rows in its pool now, over its locations.
+    pub pool_rows: i64,
+    /// How often its pool was refilled, since its ledger rows were made.
+    pub refills: i64,
+}
+
 #[async_trait]
 pub trait Housekeeping: Send + Sync + std::fmt::Debug {
     /// holdfast's tables, each with its indexes, in name order.
@@ -35,6 +60,10 @@ pub trait Housekeeping: Send + Sync + std::fmt::Debug {
     /// `(applied, latest)`: the schema version the database is at, and the
     /// one this build migrates to.
     async fn schema_version(&self) -> Result<(i64, i64), Error>;
+    /// The busiest items: units claimed within `window` and units held now,
+    /// busiest first, at most `limit`. Reads only recent reservations and
+    /// live holds (two indexes), then each item's levels.
+    async fn hot_items(&self, window: Duration, limit: u32) -> Result<Vec<HotItem>, Error>;
 }
 
 #[async_trait]
@@ -69,5 +98,43 @@ impl<D: Dialect> Housekeeping for SqlStore<D> {
             None => 0,
         };
         Ok((applied, D::MIGRATIONS.last().map_or(0, |m| i64::from(m.version))))
+    }
+
+    async fn hot_items(&self, window: Duration, limit: u32) -> Result<Vec<HotItem>, Error> {
+        let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
+        let args = [window_ms.into(), i64::from(limit).into()];
+        let rows = plain!(self, "console", |c| run::rows::<D>(c, Stmt::HotItems, &args))?;
+        let mut items = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let text = |col| D::Db::text(r, col).map_err(run::plain_error::<D>);
+            let int = |col| D::Db::int(r, col).map_err(run::plain_error::<D>);
+            let (shop, item) = (text("shop_id")?, text("item_id")?);
+            let (shop_id, item_id) = (ShopId::new(shop.clone())?, ItemId::new(item.clone())?);
+            let levels = Store::levels(self, &shop_id, &item_id).await?;
+            let args = [shop.as_str().into(), item.as_str().into()];
+            let pool = plain!(self, "console", |c| run::rows::<D>(c, Stmt::ItemPool, &args))?;
+            let pool = pool.first().ok_or_else(|| Error::Internal("item_pool returned no row".into()))?;
+            let pool_int = |col| D::Db::int(pool, col).map_err(run::plain_error::<D>);
+            let mut hot = HotItem {
+                shop,
+                item,
+                pod: None,
+                on_hand: 0,
+                available: 0,
+                held: 0,
+                committed: 0,
+                sold_recently: int("sold")?,
+                pool_rows: pool_int("pooled")?,
+                refills: pool_int("refills")?,
+            };
+            for l in &levels.locations {
+                hot.on_hand += l.quantities.on_hand;
+                hot.available += l.quantities.available;
+                hot.held += l.quantities.reserved;
+                hot.committed += l.quantities.committed;
+            }
+            items.push(hot);
+        }
+        Ok(items)
     }
 }

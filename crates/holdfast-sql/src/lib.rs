@@ -33,7 +33,7 @@ pub use crate::detach::{Detached, detach};
 use crate::dialect::Dialect;
 use crate::engine::SqlStore;
 pub use crate::engine::StoreConfig;
-pub use crate::housekeeping::{Housekeeping, ServerState, TableSize};
+pub use crate::housekeeping::{HotItem, Housekeeping, ServerState, TableSize};
 pub use crate::pods::{Pod, PodConfig, PodsFile, open_pods};
 pub use crate::sweeper::Sweeper;
 pub use crate::tag::{connection_report, in_pod, with_conn_tag};

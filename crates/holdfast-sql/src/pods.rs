@@ -23,7 +23,7 @@ use holdfast_core::{
 };
 use serde::Deserialize;
 
-use crate::housekeeping::{Housekeeping, ServerState, TableSize};
+use crate::housekeeping::{HotItem, Housekeeping, ServerState, TableSize};
 use crate::{ConnectOptions, Database, PoolStatus};
 
 /// The pods file (`--pods FILE.toml`) as written.
@@ -638,6 +638,34 @@ impl Housekeeping for Routed {
     async fn schema_version(&self) -> Result<(i64, i64)> {
         let all = self.0.all(|db| async move { db.housekeeping.schema_version().await }).await?;
         Ok(all.into_iter().min().unwrap_or((0, 0)))
+    }
+
+    /// Every pod's busiest, each named by its pod, merged busiest first. A
+    /// pod that does not answer is left out (its readiness says why), so
+    /// one pod down does not blank the others' items; only when no pod
+    /// answers is it an error.
+    async fn hot_items(&self, window: Duration, limit: u32) -> Result<Vec<HotItem>> {
+        let mut all: Vec<HotItem> = Vec::new();
+        let mut failed = None;
+        let mut answered = false;
+        for (pod, r) in self.0.each(move |db| async move { db.housekeeping.hot_items(window, limit).await }).await {
+            match r {
+                Ok(items) => {
+                    answered = true;
+                    all.extend(items.into_iter().map(|h| HotItem { pod: Some(pod.clone()), ..h }));
+                }
+                Err(e) => {
+                    tracing::debug!(pod = %pod, error = %e, "hot items: pod did not answer");
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let (false, Some(e)) = (answered, failed) {
+            return Err(e);
+        }
+        all.sort_by_key(|h| std::cmp::Reverse((h.sold_recently, h.held)));
+        all.truncate(limit as usize);
+        Ok(all)
     }
 }
 

@@ -11,6 +11,7 @@
 //!   legacy Redis store, or the mode router in one mode;
 //! * [`conformance`]: the suite every store runs, unchanged;
 //! * [`StatementLog`]: what the server itself logged of a test's statements;
+//! * [`browser::Browser`]: headless Chromium over WebDriver, for the console;
 //! * short constructors for the domain's names and requests.
 //!
 //! A server that cannot be reached fails the test loudly; nothing is ever
@@ -18,6 +19,7 @@
 //! `HOLDFAST_TEST_MYSQL_URL` and `HOLDFAST_TEST_REDIS_URL`, defaulting to the
 //! local servers.
 
+pub mod browser;
 pub mod conformance;
 mod db;
 mod names;

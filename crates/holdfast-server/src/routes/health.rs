@@ -27,6 +27,25 @@ pub async fn healthz() -> Json<HealthBody> {
 )]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<HealthBody>> {
     let unavailable = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", why);
+    let answers = check_pods(&state).await.map_err(unavailable)?;
+    if !state.db.has_pods() {
+        return match answers.into_iter().next().and_then(|(_, e)| e) {
+            None => Ok(Json(HealthBody { status: "ready", pods: None })),
+            Some(why) => Err(unavailable(why)),
+        };
+    }
+    let pods: Vec<PodHealth> =
+        answers.into_iter().map(|(pod, error)| PodHealth { pod, ready: error.is_none(), error }).collect();
+    let down: Vec<&str> = pods.iter().filter(|p| !p.ready).map(|p| p.pod.as_str()).collect();
+    if down.len() == pods.len() {
+        return Err(unavailable(format!("no pod answers: {}", down.join(", "))));
+    }
+    Ok(Json(HealthBody { status: if down.is_empty() { "ready" } else { "degraded" }, pods: Some(pods) }))
+}
+
+/// Asks each pod (or the one database) at once, bounded by 2 s: its name,
+/// and why it did not answer.
+pub async fn check_pods(state: &AppState) -> Result<Vec<(String, Option<String>)>, String> {
     let named = state.db.has_pods();
     let checks: Vec<_> = state
         .db
@@ -51,19 +70,7 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<HealthBody>
         .collect();
     let mut answers = Vec::with_capacity(checks.len());
     for check in checks {
-        answers.push(check.await.map_err(|e| unavailable(format!("database check failed: {e}")))?);
+        answers.push(check.await.map_err(|e| format!("database check failed: {e}"))?);
     }
-    if !state.db.has_pods() {
-        return match answers.into_iter().next().and_then(|(_, e)| e) {
-            None => Ok(Json(HealthBody { status: "ready", pods: None })),
-            Some(why) => Err(unavailable(why)),
-        };
-    }
-    let pods: Vec<PodHealth> =
-        answers.into_iter().map(|(pod, error)| PodHealth { pod, ready: error.is_none(), error }).collect();
-    let down: Vec<&str> = pods.iter().filter(|p| !p.ready).map(|p| p.pod.as_str()).collect();
-    if down.len() == pods.len() {
-        return Err(unavailable(format!("no pod answers: {}", down.join(", "))));
-    }
-    Ok(Json(HealthBody { status: if down.is_empty() { "ready" } else { "degraded" }, pods: Some(pods) }))
+    Ok(answers)
 }

@@ -7,6 +7,8 @@ use holdfast_testkit as support;
 mod app;
 mod auth;
 mod conntag;
+mod console;
+mod dashboards;
 mod fuzz;
 mod lifecycle;
 mod load;
@@ -39,6 +41,7 @@ macro_rules! suite {
             shutdown::graceful_shutdown_finishes_the_request_in_flight,
             conntag::a_callers_tag_shows_in_the_connection_report,
             conntag::hostile_conn_tags_are_refused_and_change_nothing,
+            console::the_console_is_built_in_and_its_overview_is_admin_only,
             modes::sql_primary_shop_keeps_reserving_across_the_kill_switch,
             modes::mode_routes_answer_404_without_redis,
             webhooks::each_topic_fires_once_per_change_and_only_when_subscribed,

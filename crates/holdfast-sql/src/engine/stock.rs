@@ -150,6 +150,7 @@ impl<D: Dialect> SqlStore<D> {
         rows: impl Iterator<Item = Ledger>,
     ) -> Result<(), Fail> {
         for mut row in rows {
+            let mut refilled = 0i64;
             if row.unpooled > 0 {
                 let n = row.unpooled.min(self.cfg.pool_cap as i64);
                 let args = run::place(shop, &row.item, &row.location);
@@ -157,11 +158,20 @@ impl<D: Dialect> SqlStore<D> {
                 let inserted = tag::op("replenish", run::exec::<D>(tx, Stmt::Refill, &args)).await?;
                 if inserted > 0 {
                     self.counters.replenishments.fetch_add(1, Ordering::Relaxed);
+                    refilled = 1;
                 }
                 row.unpooled -= inserted as i64;
             }
             let args = run::place(shop, &row.item, &row.location);
-            let args = [args[0], args[1], args[2], row.on_hand.into(), row.committed.into(), row.unpooled.into()];
+            let args = [
+                args[0],
+                args[1],
+                args[2],
+                row.on_hand.into(),
+                row.committed.into(),
+                row.unpooled.into(),
+                refilled.into(),
+            ];
             run::exec::<D>(tx, Stmt::WriteLedger, &args).await?;
         }
         Ok(())

@@ -206,7 +206,7 @@ impl Dialect for My {
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const MIGRATIONS: &'static [Migration] = migrations!(
         1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast", 5 "0005_reserve_batch",
-        6 "0006_drop_reserve_batch", 7 "0007_retention", 8 "0008_webhooks"
+        6 "0006_drop_reserve_batch", 7 "0007_retention", 8 "0008_webhooks", 9 "0009_refills"
     );
     /// DDL commits implicitly; the migrations are written to run again.
     const BEGIN_MIGRATION: &'static str = "BEGIN";
@@ -228,7 +228,9 @@ impl Dialect for My {
             Stmt::HeadForUpdate | Stmt::Lines => &[1, 0],
             Stmt::Levels => &[0, 1, 0, 1, 1, 0, 0, 1],
             Stmt::Audit => &[0, 0, 0, 0, 0, 0],
-            Stmt::WriteLedger => &[3, 4, 5, 0, 1, 2],
+            Stmt::WriteLedger => &[3, 4, 5, 6, 0, 1, 2],
+            Stmt::HotItems => &[0, 1],
+            Stmt::ItemPool => &[0, 1, 0, 1],
             Stmt::Refill => &[0, 1, 2, 3, 3, 0, 1, 2, 4],
             Stmt::InFlight => &[0, 1, 2, 1, 2, 0, 0, 1, 2],
             Stmt::Extend => &[2, 0, 1],

@@ -6,6 +6,7 @@
 mod audit;
 mod batches;
 mod conn_tags;
+mod hot_items;
 mod mysql_locks;
 mod retention;
 

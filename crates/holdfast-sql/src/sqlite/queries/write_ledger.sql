@@ -1,5 +1,6 @@
 -- Writes back a ledger row this transaction read under the write lock.
+-- ?7 is 1 when this write follows a refill of its pool (counted in refills).
 UPDATE inventory_levels
-SET on_hand = ?4, committed = ?5, unpooled = ?6,
+SET on_hand = ?4, committed = ?5, unpooled = ?6, refills = refills + ?7,
     updated_at = CAST(round(unixepoch('subsec') * 1000) AS INTEGER)
 WHERE shop_id = ?1 AND item_id = ?2 AND location_id = ?3
