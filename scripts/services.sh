@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the servers the tests need are reachable: PostgreSQL,
-# MariaDB/MySQL, Redis and PgBouncer. A URL given in HOLDFAST_TEST_POSTGRES_URL /
+# MariaDB/MySQL, Redis and PgBouncer (and that promtool is installed, for
+# the rules in deploy/). A URL given in HOLDFAST_TEST_POSTGRES_URL /
 # HOLDFAST_TEST_MYSQL_URL / HOLDFAST_TEST_REDIS_URL / HOLDFAST_TEST_PGBOUNCER_URL is used as it is; otherwise the local server is started when installed but
 # stopped, and installed from Debian packages when missing and run as root.
 # Sourced by scripts/test; exits non-zero when a server cannot be had.
@@ -159,6 +160,18 @@ ensure_pgbouncer() {
   fi
   wait_for 15 pgb_ok || { log "PgBouncer did not come up (see $dir/pgbouncer.log)"; return 1; }
   log "PgBouncer: up"
+}
+
+# promtool, for the tests that check the Prometheus rules in deploy/
+# (`promtool check rules`, `promtool test rules`): Debian's prometheus
+# package, installed when missing and run as root (its server is not
+# started: promtool is all the tests use).
+ensure_promtool() {
+  if command -v promtool >/dev/null; then log "promtool: $(promtool --version 2>&1 | head -n1)"; return 0; fi
+  log "promtool: installing Debian's prometheus package"
+  apt_install --no-install-recommends prometheus || { log "promtool: cannot be installed"; return 1; }
+  command -v promtool >/dev/null || { log "promtool: still missing after installing prometheus"; return 1; }
+  log "promtool: $(promtool --version 2>&1 | head -n1)"
 }
 
 # Chromium and ChromeDriver, for the console's browser tests: Debian's

@@ -294,6 +294,23 @@ pub struct StoreStats {
     pub reserve_batches: u64,
 }
 
+/// The sweeper's backlog as the database shows it: holds still `held` past
+/// their expiry. Every process sweeping one database reads the same
+/// numbers, so they hold across replicas.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unswept {
+    /// How many, counted up to [`Unswept::COUNT_LIMIT`].
+    pub holds: u64,
+    /// How long ago the oldest of them expired; zero when there is none.
+    pub oldest: std::time::Duration,
+}
+
+impl Unswept {
+    /// Most holds one reading counts: far past any backlog a working
+    /// sweeper leaves, and a bound on what the reading costs.
+    pub const COUNT_LIMIT: u64 = 10_000;
+}
+
 /// A validated stock change of one (item, location) of a shop: built only
 /// through [`StockRequest::new`], which refuses a change out of range.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use crate::error::Result;
 use crate::ids::{ItemId, ReservationId, ShopId, Ttl};
 use crate::model::{
-    AuditReport, ItemLevels, LocationLevel, Reservation, ReserveRequest, Reserved, StockRequest, StoreStats,
+    AuditReport, ItemLevels, LocationLevel, Reservation, ReserveRequest, Reserved, StockRequest, StoreStats, Unswept,
 };
 
 /// Which kind of database a store talks to.
@@ -91,6 +91,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// One sweep: releases up to `limit` holds past their expiry and returns
     /// how many. Safe to run from any number of processes at once.
     async fn expire(&self, limit: u32) -> Result<u64>;
+
+    /// Holds past their expiry that no sweep has released yet, read from
+    /// the database (the sweeper's metrics), or `None` from a store that
+    /// keeps no such table (the legacy Redis store, a remote service).
+    async fn unswept(&self) -> Result<Option<Unswept>>;
 
     /// One retention pass: deletes up to `limit` finished reservations
     /// (claimed, released or expired, and folded into the ledger) that last

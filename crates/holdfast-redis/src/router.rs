@@ -162,6 +162,12 @@ impl Store for ModeRouter {
         self.sql.purge(older_than, limit).await
     }
 
+    /// The SQL store's: holds that are SQL's to sweep. (The Redis side
+    /// expires by its own clock and keeps no such table.)
+    async fn unswept(&self) -> Result<Option<holdfast_core::Unswept>, Error> {
+        self.sql.unswept().await
+    }
+
     /// Sweeps both stores. Each side expires its own holds by its own clock;
     /// a Redis outage does not stop the SQL sweep.
     async fn expire(&self, limit: u32) -> Result<u64, Error> {

@@ -731,6 +731,12 @@ impl Store for RedisStore {
         Ok(n)
     }
 
+    /// The legacy store's holds live in Redis, outside the reservations
+    /// table the sweeper's metrics read.
+    async fn unswept(&self) -> Result<Option<holdfast_core::Unswept>, Error> {
+        Ok(None)
+    }
+
     /// The legacy counter model removes nothing: its reservation records and
     /// idempotency keys stay in Redis until the migration retires it (Redis
     /// memory, not SQL tables, is what they cost). Nothing is deleted here.

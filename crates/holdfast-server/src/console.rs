@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::State;
@@ -38,6 +38,10 @@ pub const KEEP: Duration = Duration::from_secs(600);
 pub const SOLD_WINDOW: Duration = Duration::from_secs(60);
 /// Hot items shown.
 pub const HOT_ITEMS: u32 = 20;
+/// How long one read of the hot items serves every console: the read scans
+/// the last [`SOLD_WINDOW`]'s finished reservations, so during a big sale it
+/// is the console's one real cost to the database.
+pub const HOT_ITEMS_FRESH: Duration = Duration::from_secs(2);
 /// Conn tags kept per sample (the longest holds); the rest are summed as
 /// `other`.
 const TAGS_PER_SAMPLE: usize = 8;
@@ -50,6 +54,9 @@ pub struct Activity {
     released: AtomicU64,
     refused: AtomicU64,
     samples: Mutex<VecDeque<Sample>>,
+    /// The last hot items read and when: every console open on this
+    /// process shares one read per [`HOT_ITEMS_FRESH`].
+    hot: tokio::sync::Mutex<Option<(Instant, Vec<HotItem>)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +119,20 @@ impl Activity {
                 _ = stop.changed() => return,
             }
         }
+    }
+
+    /// The hot items, read again only when the last read is older than
+    /// [`HOT_ITEMS_FRESH`]; callers at the same moment wait for one read.
+    async fn hot_items(&self, db: &holdfast_sql::Database) -> Result<Vec<HotItem>, holdfast_core::Error> {
+        let mut hot = self.hot.lock().await;
+        if let Some((at, items)) = hot.as_ref()
+            && at.elapsed() < HOT_ITEMS_FRESH
+        {
+            return Ok(items.clone());
+        }
+        let items = db.housekeeping.hot_items(SOLD_WINDOW, HOT_ITEMS).await?;
+        *hot = Some((Instant::now(), items.clone()));
+        Ok(items)
     }
 
     /// Per-second rates and connections held, between consecutive samples.
@@ -250,7 +271,7 @@ pub struct OverviewBody {
 )]
 pub async fn overview(State(state): State<AppState>, _admin: Admin) -> Json<OverviewBody> {
     let db = &state.db;
-    let (items, items_error) = match db.housekeeping.hot_items(SOLD_WINDOW, HOT_ITEMS).await {
+    let (items, items_error) = match state.activity.hot_items(db).await {
         Ok(items) => (items, None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };

@@ -181,6 +181,9 @@ statements! { $;
     MigrationApplied => "migration_applied",
     /// (version, name).
     MigrationRecord => "migration_record",
+    /// → (holds, oldest): holds past their expiry not released yet (up to
+    /// 10000) and the oldest one's expiry, for the sweeper's metrics.
+    Unswept => "unswept",
 }
 
 /// What a transaction is for; a dialect may begin each kind differently

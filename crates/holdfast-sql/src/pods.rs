@@ -19,7 +19,7 @@ use holdfast_core::{
     AuditReport, Backend, Delivery, DeliveryStatus, Error, Invalid, ItemId, ItemLevels, LedgerRow, LegacyLedger,
     LocationId, LocationLevel, Mode, ModeStore, Placement, QueueStats, Reservation, ReservationId, ReserveRequest,
     Reserved, Result, Rules, ShopId, StockRequest, Store, StoreStats, Subscription, TokenRecord, TokenStore, Ttl,
-    WebhookStore,
+    Unswept, WebhookStore,
 };
 use serde::Deserialize;
 
@@ -305,6 +305,16 @@ impl Store for Routed {
 
     async fn purge(&self, older_than: Duration, limit: u32) -> Result<u64> {
         Ok(self.0.all(move |db| async move { db.store.purge(older_than, limit).await }).await?.into_iter().sum())
+    }
+
+    /// Summed over the pods, with the oldest of any (`serve` runs a sweeper
+    /// per pod, each measuring its own pod).
+    async fn unswept(&self) -> Result<Option<Unswept>> {
+        let all = self.0.all(|db| async move { db.store.unswept().await }).await?;
+        Ok(all
+            .into_iter()
+            .flatten()
+            .reduce(|a, b| Unswept { holds: a.holds + b.holds, oldest: a.oldest.max(b.oldest) }))
     }
 
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel> {

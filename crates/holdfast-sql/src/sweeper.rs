@@ -1,6 +1,7 @@
 //! The expiry sweeper (inside `serve`, and beside `bench flash-sale
 //! --retention`): every interval it releases holds past
-//! their expiry until none is left, then removes finished reservations older
+//! their expiry until none is left, reads what is left past expiry from the
+//! database (its backlog gauges), then removes finished reservations older
 //! than the retention period. The store takes both with `FOR UPDATE SKIP
 //! LOCKED`, so any number of `serve` processes sweep one database at once
 //! without doing the same work twice.
@@ -8,9 +9,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use holdfast_core::{Error, Store};
-use metrics::counter;
+use chrono::{DateTime, Utc};
+use holdfast_core::{Error, Store, Unswept};
+use metrics::{counter, gauge};
 use tokio::sync::watch;
+
+use crate::dialect::{Dialect, Stmt};
+use crate::driver::Driver;
+use crate::engine::SqlStore;
+use crate::run::{self, plain};
 
 #[derive(Debug, Clone)]
 pub struct Sweeper {
@@ -60,6 +67,21 @@ impl Sweeper {
         Ok(n)
     }
 
+    /// Reads the holds still `held` past their expiry from the database
+    /// into `holdfast_expired_holds_unswept` and
+    /// `holdfast_oldest_unswept_hold_seconds` (with a `pod` label when run
+    /// in a pod). Right after a drain both are about zero; the same reading
+    /// from every replica, so they hold across replicas. `None` (and no
+    /// gauge) for a store without a reservations table.
+    pub async fn measure(&self) -> Result<Option<Unswept>, Error> {
+        let Some(u) = self.store.unswept().await? else { return Ok(None) };
+        let labels: Vec<metrics::Label> =
+            crate::tag::pod().map(|p| metrics::Label::new("pod", p.to_string())).into_iter().collect();
+        gauge!("holdfast_expired_holds_unswept", labels.clone()).set(u.holds as f64);
+        gauge!("holdfast_oldest_unswept_hold_seconds", labels).set(u.oldest.as_secs_f64());
+        Ok(Some(u))
+    }
+
     /// Sweeps until nothing expired is left (or an error).
     pub async fn drain(&self) -> Result<u64, Error> {
         let mut total = 0;
@@ -89,6 +111,9 @@ impl Sweeper {
                 Ok(n) => tracing::info!(released = n, "sweeper released expired holds"),
                 Err(e) => failed(&e, "sweep"),
             }
+            if let Err(e) = self.measure().await {
+                failed(&e, "backlog reading");
+            }
             match self.purge().await {
                 Ok(0) => {}
                 Ok(n) => tracing::debug!(purged = n, "retention removed finished reservations"),
@@ -98,9 +123,25 @@ impl Sweeper {
     }
 }
 
-/// A failed pass (`sweep` or `retention`): counted and logged; the next
-/// interval tries again.
+/// A failed pass (`sweep`, `backlog reading` or `retention`): counted and
+/// logged; the next interval tries again.
 fn failed(e: &Error, pass: &str) {
     counter!("holdfast_sweeper_errors_total").increment(1);
     tracing::warn!(error = %e, code = e.code(), "{pass} failed; next interval retries");
+}
+
+/// A SQL store's backlog ([`Store::unswept`]): one read of the index the
+/// sweep itself takes its holds from (`reservations_due`).
+pub(crate) async fn unswept<D: Dialect>(store: &SqlStore<D>) -> Result<Unswept, Error> {
+    let rows = plain!(store, "expire", |c| run::all::<D, _>(c, Stmt::Unswept, &[], |r| {
+        Ok((D::Db::int(r, "holds")?, D::Db::maybe_time(r, "oldest")?))
+    }))?;
+    let now = Utc::now();
+    Ok(rows
+        .first()
+        .map(|&(holds, oldest): &(i64, Option<DateTime<Utc>>)| Unswept {
+            holds: holds.max(0) as u64,
+            oldest: oldest.and_then(|t| (now - t).to_std().ok()).unwrap_or_default(),
+        })
+        .unwrap_or_default())
 }

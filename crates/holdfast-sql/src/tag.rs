@@ -48,7 +48,8 @@ pub async fn in_pod<F: Future>(name: impl Into<std::sync::Arc<str>>, fut: F) -> 
     POD.scope(name.into(), Box::pin(fut)).await
 }
 
-fn pod() -> Option<std::sync::Arc<str>> {
+/// The pod the running task works in ([`in_pod`]), if any.
+pub(crate) fn pod() -> Option<std::sync::Arc<str>> {
     POD.try_with(|p| p.clone()).ok()
 }
 

@@ -357,6 +357,10 @@ impl Store for HttpStore {
         Ok(0) // `serve`'s sweeper applies its own retention.
     }
 
+    async fn unswept(&self) -> Result<Option<holdfast_core::Unswept>, Error> {
+        Ok(None) // `serve`'s sweeper measures it (its /metrics).
+    }
+
     async fn change_stock(&self, req: &StockRequest) -> Result<LocationLevel, Error> {
         let at = format!("/v1/shops/{}/items/{}/locations/{}", req.shop(), req.item(), req.location());
         let (method, path, body) = match req.change() {

@@ -74,3 +74,17 @@ mod mysql {
 mod sqlite {
     suite!(Sqlite);
 }
+
+/// deploy/: the alerting rules under promtool, and every metric the
+/// dashboard and the rules name exported by a running holdfast.
+mod deploy {
+    #[test]
+    fn the_rules_pass_promtool() {
+        crate::dashboards::the_rules_pass_promtool()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn every_metric_the_dashboard_and_rules_name_is_exported() {
+        crate::dashboards::every_metric_the_dashboard_and_rules_name_is_exported().await
+    }
+}

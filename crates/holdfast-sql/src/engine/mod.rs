@@ -288,6 +288,10 @@ impl<D: Dialect> Store for SqlStore<D> {
         self.detached(|me| async move { me.expire_here(limit).await }).await
     }
 
+    async fn unswept(&self) -> Result<Option<holdfast_core::Unswept>, Error> {
+        crate::sweeper::unswept(self).await.map(Some)
+    }
+
     /// First folds what the oldest finished reservations still have
     /// unfolded (a refill of each such (item, location), taking its ledger
     /// row only when no one else holds it), so an item that stopped selling

@@ -9,6 +9,7 @@ mod conn_tags;
 mod hot_items;
 mod mysql_locks;
 mod retention;
+mod unswept;
 
 /// The conformance suite on each dialect, for a [`holdfast_testkit::Subject`]
 /// constructor.
