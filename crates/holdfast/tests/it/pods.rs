@@ -300,6 +300,21 @@ async fn a_pod_that_goes_down_takes_only_its_own_shops() {
     assert_eq!(ready["pods"][1]["ready"], false, "{ready}");
     let (code, out) = pods.cli(&["pod", "list"]);
     assert_eq!(code, Some(5), "a pod that does not answer fails `pod list`: {out}");
+    // The console's overview: the pod that is down is shown down, the
+    // others' busy items are shown with their pods.
+    let (status, o) = client.call(reqwest::Method::GET, "/admin/overview", None).await;
+    assert_eq!(status, StatusCode::OK, "{o}");
+    let ready: Vec<(&str, bool)> =
+        o["pods"].as_array().unwrap().iter().map(|p| (p["name"].as_str().unwrap(), p["ready"] == true)).collect();
+    assert_eq!(ready, [("p1", true), ("p2", false), ("p3", true)], "{o}");
+    let items: Vec<(&str, &str, &str)> = o["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["shop"].as_str().unwrap(), i["item"].as_str().unwrap(), i["pod"].as_str().unwrap()))
+        .collect();
+    assert!(items.contains(&("a1", "storm", "p1")) && items.contains(&("c3", "storm", "p3")), "{items:?}");
+    assert!(items.iter().all(|(_, _, pod)| *pod != "p2"), "nothing from the pod that is down: {items:?}");
 
     // Back up: b2 sells again, and every pod's books balance.
     pods.proxy.refuse(false);
