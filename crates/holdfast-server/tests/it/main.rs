@@ -7,6 +7,7 @@ use holdfast_testkit as support;
 mod app;
 mod auth;
 mod conntag;
+mod contract;
 mod fuzz;
 mod lifecycle;
 mod load;
@@ -70,4 +71,6 @@ mod mysql {
 
 mod sqlite {
     suite!(Sqlite);
+    // Body parsing and framing, the same on every backend.
+    per_backend!(Sqlite: contract::answers_are_as_documented);
 }
