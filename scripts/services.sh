@@ -317,3 +317,39 @@ crash_restart_mysql() {
   start-stop-daemon --start --oknodo --background --exec "$daemon"
   wait_for 60 mariadb-admin ping
 }
+
+# schemathesis (from PyPI, the versions pinned in
+# scripts/schemathesis-requirements.txt) in a venv of its own, made again
+# when that file changes; SCHEMATHESIS is exported with its path. Needs
+# Python 3.10 or later with venv (installed from Debian packages when
+# missing and run as root).
+ensure_schemathesis() {
+  local reqs; reqs="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/schemathesis-requirements.txt"
+  local venv="${HOLDFAST_TEST_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/holdfast-schemathesis}"
+  export SCHEMATHESIS="$venv/bin/schemathesis"
+  if [ -x "$SCHEMATHESIS" ] && cmp -s "$reqs" "$venv/requirements.txt"; then
+    log "schemathesis: $("$SCHEMATHESIS" --version 2>/dev/null | tail -n1)"
+    return 0
+  fi
+  local py=""
+  for candidate in python3.13 python3.12 python3.11 python3.10 python3; do
+    if command -v "$candidate" >/dev/null \
+      && "$candidate" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+      py=$candidate
+      break
+    fi
+  done
+  if [ -z "$py" ]; then
+    log "schemathesis: installing Python 3 and venv"
+    apt_install python3 python3-venv
+    py=python3
+  fi
+  log "schemathesis: installing into $venv (with $("$py" --version))"
+  rm -rf "$venv"
+  mkdir -p "$(dirname "$venv")"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --requirement "$reqs" \
+    || { log "schemathesis: pip install failed"; return 1; }
+  cp "$reqs" "$venv/requirements.txt"
+  log "schemathesis: $("$SCHEMATHESIS" --version 2>/dev/null | tail -n1)"
+}

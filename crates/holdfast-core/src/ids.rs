@@ -211,9 +211,50 @@ impl Quantity {
 
 impl<'de> Deserialize<'de> for Quantity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = i64::deserialize(d)?;
+        let n = integer(d)?;
         Self::new(n).map_err(serde::de::Error::custom)
     }
+}
+
+/// A 64-bit integer as JSON (and JSON Schema's `integer`) counts them: `3`,
+/// or a number with no fractional part such as `3.0` or `3e0`, which some
+/// encoders write for a whole number. For `#[serde(deserialize_with)]`.
+pub fn integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    struct Integer;
+    impl serde::de::Visitor<'_> for Integer {
+        type Value = i64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an integer")
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<i64, E> {
+            Ok(v)
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<i64, E> {
+            i64::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(v), &self))
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<i64, E> {
+            // 2^63, exactly: every whole f64 below it (and from -2^63) is an i64.
+            const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+            if v.fract() == 0.0 && (-LIMIT..LIMIT).contains(&v) {
+                Ok(v as i64)
+            } else {
+                Err(E::invalid_value(serde::de::Unexpected::Float(v), &self))
+            }
+        }
+    }
+    d.deserialize_any(Integer)
+}
+
+/// [`integer`] for an optional field (absent or `null`: `None`); use with
+/// `#[serde(default)]`.
+pub fn optional_integer<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
+    #[derive(Deserialize)]
+    struct Wrap(#[serde(deserialize_with = "integer")] i64);
+    Ok(Option::<Wrap>::deserialize(d)?.map(|w| w.0))
 }
 
 /// How long a hold lives: 1 second to 24 hours.
@@ -250,6 +291,89 @@ impl Default for Ttl {
     }
 }
 
+/// The OpenAPI schemas of the identifiers, from the same rules and limits
+/// their constructors check, so the HTTP document cannot drift from them.
+#[cfg(feature = "openapi")]
+mod openapi {
+    use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+    use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
+    use utoipa::{PartialSchema, ToSchema};
+
+    use super::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId};
+
+    fn text(pattern: String, max: usize, description: &str, example: &str) -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(pattern))
+            .min_length(Some(1))
+            .max_length(Some(max))
+            .description(Some(description))
+            .examples([example])
+            .into()
+    }
+
+    macro_rules! name_schema {
+        ($name:ident, $description:literal, $example:literal) => {
+            impl PartialSchema for $name {
+                fn schema() -> RefOr<Schema> {
+                    let max = $name::MAX_LEN;
+                    text(format!("^[A-Za-z0-9_.:-]{{1,{max}}}$"), max, $description, $example)
+                }
+            }
+            impl ToSchema for $name {}
+        };
+    }
+
+    name_schema!(ShopId, "A shop: 1 to 64 of A-Z a-z 0-9 _ - . :", "demo");
+    name_schema!(ItemId, "An item (SKU or variant): 1 to 64 of A-Z a-z 0-9 _ - . :", "sku-1");
+    name_schema!(LocationId, "A stock location: 1 to 64 of A-Z a-z 0-9 _ - . :", "wh");
+    name_schema!(
+        IdempotencyKey,
+        "The caller's idempotency key, unique per shop (e.g. the checkout token): 1 to 128 of A-Z a-z 0-9 _ - . :",
+        "checkout-7f3a"
+    );
+
+    impl PartialSchema for ConnTag {
+        fn schema() -> RefOr<Schema> {
+            let max = ConnTag::MAX_LEN;
+            text(
+                format!("^[a-z0-9_]{{1,{max}}}$"),
+                max,
+                "The caller's business process, named in every SQL statement sent for the request: 1 to 64 of a-z 0-9 _",
+                "checkout_completion",
+            )
+        }
+    }
+    impl ToSchema for ConnTag {}
+
+    impl PartialSchema for ReservationId {
+        fn schema() -> RefOr<Schema> {
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                .minimum(Some(1))
+                .maximum(Some(i64::MAX))
+                .description(Some("A reservation, as the store numbered it: a positive 64-bit integer"))
+                .examples([41])
+                .into()
+        }
+    }
+    impl ToSchema for ReservationId {}
+
+    impl PartialSchema for Quantity {
+        fn schema() -> RefOr<Schema> {
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
+                .minimum(Some(1))
+                .maximum(Some(Quantity::MAX))
+                .description(Some("Units of one cart line: 1 to 10000"))
+                .into()
+        }
+    }
+    impl ToSchema for Quantity {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -281,5 +405,26 @@ mod tests {
         assert!(Ttl::from_secs(86_401).is_err());
         assert!(ReservationId::new(0).is_err());
         assert!("99999999999999999999".parse::<ReservationId>().is_err());
+    }
+
+    #[test]
+    fn whole_numbers_written_as_floats_are_integers() {
+        let q = |json: &str| serde_json::from_str::<Quantity>(json).map(Quantity::get);
+        assert_eq!(q("3").unwrap(), 3);
+        assert_eq!(q("3.0").unwrap(), 3);
+        assert_eq!(q("3e0").unwrap(), 3);
+        for bad in ["3.5", "0.0", "1e300", "-1", "\"3\"", "99999999999999999999"] {
+            assert!(q(bad).is_err(), "{bad} accepted");
+        }
+        #[derive(Deserialize)]
+        struct T {
+            #[serde(default, deserialize_with = "optional_integer")]
+            n: Option<i64>,
+        }
+        let n = |json: &str| serde_json::from_str::<T>(json).map(|t| t.n);
+        assert_eq!(n("{}").unwrap(), None);
+        assert_eq!(n(r#"{"n": null}"#).unwrap(), None);
+        assert_eq!(n(r#"{"n": -9.0}"#).unwrap(), Some(-9));
+        assert!(n(r#"{"n": 1.25}"#).is_err());
     }
 }

@@ -20,5 +20,6 @@ pub use modes::{LedgerRow, LegacyLedger, Mode, ModeStore, Placement, Rules, buck
 pub use store::{Backend, Settle, Store};
 pub use token::{TokenRecord, TokenStore};
 pub use webhook::{
-    Attempt, Delivery, DeliveryStatus, Leased, QueueStats, Subscription, Topic, Topics, WebhookStore, check_webhook_url,
+    Attempt, Delivery, DeliveryStatus, Leased, QueueStats, Subscription, Topic, Topics, WEBHOOK_URL_MAX,
+    WEBHOOK_URL_PATTERN, WebhookStore, check_webhook_url,
 };

@@ -135,6 +135,7 @@ impl ReserveRequest {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ReservationStatus {
     Held,
@@ -226,6 +227,7 @@ pub struct ItemLevels {
 /// The terms of the accounting invariant for one (shop, item, location), as
 /// read in one consistent snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AuditRow {
     pub shop: ShopId,
     pub item: ItemId,

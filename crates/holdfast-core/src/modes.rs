@@ -18,6 +18,7 @@ use crate::store::Backend;
 
 /// A shop's mode, in the order a shop moves through them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     /// Legacy only: Redis decides, SQL is not involved beyond its ledger.
@@ -74,6 +75,7 @@ pub fn bucket(shop: &ShopId) -> u32 {
 
 /// The rules as stored in the database.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rules {
     /// Explicit assignments; they win over percentages.
     pub shops: BTreeMap<ShopId, Mode>,

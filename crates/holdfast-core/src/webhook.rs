@@ -59,6 +59,19 @@ impl FromStr for Topic {
     }
 }
 
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Topic {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(Topic::ALL.map(Topic::as_str)))
+            .into()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Topic {}
+
 /// A set of topics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Topics(u8);
@@ -122,11 +135,25 @@ pub struct Subscription {
     pub disabled_at: Option<DateTime<Utc>>,
 }
 
-/// Checks a receiver's URL: absolute `http` or `https`, with a host, no
-/// user name or password, at most 2,000 characters.
+/// The URLs [`check_webhook_url`] accepts, as a regular expression (with a
+/// length limit of [`WEBHOOK_URL_MAX`]): the scheme; an authority of a host
+/// name or IPv4 address and a port, in RFC 3986's characters for them (so
+/// neither an IPv6 literal nor a user name); then a path, query or fragment
+/// of any printable ASCII.
+pub const WEBHOOK_URL_PATTERN: &str =
+    r"^https?://[A-Za-z0-9._~!$&'()*+,;=%-][A-Za-z0-9._~!$&'()*+,;=%:-]*([/?#][!-~]*)?$";
+
+/// The longest receiver URL, in characters (printable ASCII: one byte each).
+pub const WEBHOOK_URL_MAX: usize = 2_000;
+
+/// Checks a receiver's URL: absolute `http` or `https`, with a host (a name
+/// or an IPv4 address; not an IPv6 literal), no user name or password, at
+/// most 2,000 characters, each printable ASCII (anything else
+/// percent-encoded, as in any URI). [`WEBHOOK_URL_PATTERN`] says the same
+/// for the HTTP document.
 pub fn check_webhook_url(url: &str) -> std::result::Result<(), Invalid> {
     let bad = |why: &str| Err(Invalid::new("url", format!("{why}: {url:?}")));
-    if url.len() > 2_000 {
+    if url.len() > WEBHOOK_URL_MAX {
         return bad("longer than 2000 characters");
     }
     let rest = match url.split_once("://") {
@@ -140,8 +167,12 @@ pub fn check_webhook_url(url: &str) -> std::result::Result<(), Invalid> {
     if authority.contains('@') {
         return bad("a user name or password in the URL is not allowed");
     }
-    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return bad("white space or control characters");
+    if !url.bytes().all(|b| b.is_ascii_graphic()) {
+        return bad("white space, control or non-ASCII characters (percent-encode them)");
+    }
+    let host_or_port = |b: u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%:".contains(&b);
+    if !authority.bytes().all(host_or_port) {
+        return bad("the host must be a name or an IPv4 address, with an optional port");
     }
     Ok(())
 }
@@ -271,4 +302,38 @@ pub trait WebhookStore: Send + Sync + std::fmt::Debug {
 
     /// Deletes up to `limit` delivered deliveries older than `older_than`.
     async fn purge_deliveries(&self, older_than: Duration, limit: u32) -> Result<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receiver_urls() {
+        for ok in [
+            "https://shop.example/hooks/holdfast",
+            "http://127.0.0.1:8080",
+            "https://a.example?x=[1]#@frag",
+            "https://a.example/p%20q/@me",
+        ] {
+            assert!(check_webhook_url(ok).is_ok(), "{ok} refused");
+        }
+        let long = format!("https://x.example/{}", "a".repeat(2_000));
+        for bad in [
+            "ftp://x.example/h",
+            "https://user:pw@x.example/h",
+            "http:///nohost",
+            "http://:80/",
+            "https://[::1]:8080/h",
+            "https://[abc/h",
+            "https://a b.example/",
+            "https://x.example/\u{e9}",
+            "https://x.example/\n",
+            "https://x{y}.example/",
+            "HTTP://x.example/",
+            long.as_str(),
+        ] {
+            assert!(check_webhook_url(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }

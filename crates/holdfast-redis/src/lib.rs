@@ -69,6 +69,7 @@ impl Migration {
 
 /// The body of `GET /admin/modes`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct AdminModes {
     #[serde(flatten)]
     pub modes: ModesView,

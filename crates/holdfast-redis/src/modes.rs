@@ -148,17 +148,22 @@ pub struct KillSwitch {
 
 /// The body of `PUT /admin/modes`: `{"shop": "s1", "mode": "shadow"}` (mode
 /// `null` removes the pin) or `{"rollout": "sql-primary", "percent": 10}`
-/// (with pods, `"pod": "p2"` rolls out that pod's shops only).
+/// (with pods, `"pod": "p2"` rolls out that pod's shops only). Unknown
+/// fields are refused, so a body with both `shop` and `rollout` is neither.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(untagged, deny_unknown_fields)]
 pub enum ModeChange {
-    Shop {
-        shop: ShopId,
-        mode: Option<Mode>,
-    },
+    /// Pin a shop to a mode; `null` or no `mode` removes the pin.
+    Shop { shop: ShopId, mode: Option<Mode> },
+    /// The percentage of shops at this mode or a later one: `shadow`,
+    /// `sql-primary` or `sql` (shops start in `redis`).
     Rollout {
         #[serde(rename = "rollout")]
+        #[cfg_attr(feature = "openapi", schema(schema_with = rollout_modes))]
         mode: Mode,
+        #[cfg_attr(feature = "openapi", schema(maximum = 100))]
+        #[serde(deserialize_with = "percent")]
         percent: u8,
         /// With pods: this pod's shops only (default: every pod).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,8 +171,25 @@ pub enum ModeChange {
     },
 }
 
+/// A percentage as JSON counts integers (`10` or `10.0`); 0 to 255 here,
+/// over 100 refused by [`ModeControl::apply`].
+fn percent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
+    let n = holdfast_core::ids::integer(d)?;
+    u8::try_from(n).map_err(|_| serde::de::Error::custom(format!("percent must be 0 to 100 (got {n})")))
+}
+
+/// The modes a rollout can name.
+#[cfg(feature = "openapi")]
+fn rollout_modes() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(Mode::ALL.into_iter().filter(|m| *m != Mode::Redis).map(Mode::as_str)))
+        .build()
+}
+
 /// The answer of `GET /admin/modes`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ModesView {
     pub rules: Rules,
     /// Shop → the mode it is served in now (kill switch applied).
@@ -187,5 +209,10 @@ mod tests {
         let c: ModeChange = serde_json::from_str(r#"{"rollout":"sql","percent":100,"pod":"p2"}"#).unwrap();
         assert_eq!(c, ModeChange::Rollout { mode: Mode::Sql, percent: 100, pod: Some("p2".into()) });
         assert!(serde_json::from_str::<ModeChange>(r#"{"shop":"s 1","mode":"sql"}"#).is_err());
+        let c: ModeChange = serde_json::from_str(r#"{"shop":"s1"}"#).unwrap();
+        assert_eq!(c, ModeChange::Shop { shop: "s1".parse().unwrap(), mode: None });
+        // Neither a pin nor a rollout: refused, not read as an unpin of s1.
+        assert!(serde_json::from_str::<ModeChange>(r#"{"rollout":"sql","percent":10,"shop":"s1"}"#).is_err());
+        assert!(serde_json::from_str::<ModeChange>(r#"{"shop":"s1","mode":"sql","pct":1}"#).is_err());
     }
 }

@@ -93,6 +93,7 @@ impl MirrorOp {
 
 /// The counters, as `/admin/modes` and the tests read them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ShadowCounts {
     /// Operations applied to SQL by the mirror.
     pub mirrored: u64,

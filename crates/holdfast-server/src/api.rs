@@ -3,24 +3,34 @@
 //! cannot change the HTTP contract unnoticed, and each carries its OpenAPI
 //! schema. Request bodies refuse unknown fields (a misspelt `allow_partial`
 //! must not be ignored) and parse ids and quantities into the domain's
-//! checked types, so a bad value is refused while the body is read.
+//! checked types, so a bad value is refused while the body is read. An
+//! integer may be written `3` or `3.0`: JSON Schema's `integer` is both.
 
 use chrono::{DateTime, Utc};
+use holdfast_core::ids::{integer, optional_integer};
 use holdfast_core::{
-    IdempotencyKey, ItemId, ItemLevels, Line, LocationId, LocationLevel, Quantity, Reservation, ReservationStatus,
+    AuditRow, IdempotencyKey, ItemId, ItemLevels, Line, LocationId, LocationLevel, MAX_CANDIDATES, Quantity,
+    Reservation, ReservationId, ReservationStatus,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ArrayBuilder, Object, ObjectBuilder, OneOfBuilder, Schema, Type};
+
+/// The most and least of a stock quantity a request may name.
+pub const STOCK_LIMIT: i64 = 1_000_000_000;
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateReservation {
-    /// Idempotency key, unique per shop (e.g. the checkout token); 1–128 of `A-Za-z0-9_-.:`.
-    #[schema(value_type = String, example = "checkout-7f3a")]
     pub key: IdempotencyKey,
-    /// 1 to 100 lines, each item once.
+    /// 1 to 100 lines, each item once (JSON Schema cannot say "once": a
+    /// repeated item is `422 invalid_request`).
+    #[schema(min_items = 1, max_items = 100)]
     pub lines: Vec<LineBody>,
-    /// 1 to 86400; default 600.
+    /// How long the hold lives, in seconds: 1 to 86400; absent or `null`: 600.
+    #[schema(minimum = 1, maximum = 86400)]
+    #[serde(default, deserialize_with = "optional_integer")]
     pub ttl_seconds: Option<i64>,
     /// Hold what there is instead of nothing.
     #[serde(default)]
@@ -33,15 +43,26 @@ pub struct CreateReservation {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LineBody {
-    #[schema(value_type = String, example = "sku-1")]
     pub item: ItemId,
-    /// 1 to 10000.
-    #[schema(value_type = i64, minimum = 1, maximum = 10000)]
     pub quantity: Quantity,
-    /// Candidate locations in order of preference; absent: every location in
-    /// ascending id order.
-    #[schema(value_type = Option<Vec<String>>)]
+    /// Candidate locations in order of preference, 1 to 32, none twice;
+    /// absent or `null`: every location in ascending id order.
+    #[schema(schema_with = candidate_locations)]
     pub locations: Option<Vec<LocationId>>,
+}
+
+fn candidate_locations() -> Schema {
+    ArrayBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([Type::Array, Type::Null]))
+        .items(RefOr::Ref(utoipa::openapi::Ref::from_schema_name("LocationId")))
+        .min_items(Some(1))
+        .max_items(Some(MAX_CANDIDATES))
+        .unique_items(true)
+        .description(Some(
+            "Candidate locations in order of preference, 1 to 32, none twice; absent or `null`: every location in \
+             ascending id order.",
+        ))
+        .into()
 }
 
 impl From<LineBody> for Line {
@@ -53,24 +74,32 @@ impl From<LineBody> for Line {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExtendBody {
-    /// New lifetime from now: 1 to 86400.
+    /// New lifetime from now, in seconds: 1 to 86400.
+    #[schema(minimum = 1, maximum = 86400)]
+    #[serde(deserialize_with = "integer")]
     pub ttl_seconds: i64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ReservationBody {
+    #[schema(value_type = ReservationId)]
     pub id: i64,
+    #[schema(value_type = IdempotencyKey)]
     pub key: String,
-    /// held, claimed, released or expired.
+    #[schema(value_type = ReservationStatus)]
     pub status: String,
     pub expires_at: DateTime<Utc>,
+    /// What is held (or was): per item and location.
     pub lines: Vec<AllocationBody>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AllocationBody {
+    #[schema(value_type = ItemId)]
     pub item: String,
+    #[schema(value_type = LocationId)]
     pub location: String,
+    #[schema(value_type = Quantity)]
     pub quantity: u32,
 }
 
@@ -99,6 +128,8 @@ impl From<Reservation> for ReservationBody {
 #[serde(deny_unknown_fields)]
 pub struct SetStock {
     /// 0 to 1,000,000,000.
+    #[schema(minimum = 0, maximum = 1_000_000_000)]
+    #[serde(deserialize_with = "integer")]
     pub on_hand: i64,
 }
 
@@ -106,22 +137,48 @@ pub struct SetStock {
 #[serde(deny_unknown_fields)]
 pub struct AdjustStock {
     /// Non-zero, −1,000,000,000 to 1,000,000,000.
+    #[schema(schema_with = non_zero_delta)]
+    #[serde(deserialize_with = "integer")]
     pub delta: i64,
+}
+
+fn non_zero_delta() -> Schema {
+    let range = |min: i64, max: i64| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Int64)))
+            .minimum(Some(min))
+            .maximum(Some(max))
+    };
+    OneOfBuilder::new()
+        .item(range(-STOCK_LIMIT, -1))
+        .item(range(1, STOCK_LIMIT))
+        .description(Some("Units to add to `on_hand`, negative to remove: non-zero, -1,000,000,000 to 1,000,000,000."))
+        .into()
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FulfilStock {
     /// Committed units shipped: 1 to 1,000,000,000.
+    #[schema(minimum = 1, maximum = 1_000_000_000)]
+    #[serde(deserialize_with = "integer")]
     pub quantity: i64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LevelBody {
+    #[schema(value_type = LocationId)]
     pub location: String,
+    #[schema(minimum = 0)]
     pub on_hand: i64,
+    /// `on_hand` less what is reserved and committed: what a reservation can take.
+    #[schema(minimum = 0)]
     pub available: i64,
+    #[schema(minimum = 0)]
     pub reserved: i64,
+    /// Claimed and not yet fulfilled.
+    #[schema(minimum = 0)]
     pub committed: i64,
 }
 
@@ -141,6 +198,7 @@ impl From<LocationLevel> for LevelBody {
 /// The answer to a stock change: the (item, location) afterwards.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct StockBody {
+    #[schema(value_type = ItemId)]
     pub item: String,
     #[serde(flatten)]
     pub level: LevelBody,
@@ -148,7 +206,10 @@ pub struct StockBody {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ItemLevelsBody {
+    #[schema(value_type = ItemId)]
     pub item: String,
+    /// Every location that stocks the item, in ascending id order; none for
+    /// an item never stocked.
     pub locations: Vec<LevelBody>,
 }
 
@@ -164,21 +225,28 @@ pub struct AuditBody {
     /// (shop, item, location) checked.
     pub checked: u64,
     /// Rows where `on_hand = unpooled + pooled + reserved + committed` fails.
-    #[schema(value_type = Vec<Object>)]
-    pub breaches: Vec<holdfast_core::AuditRow>,
+    pub breaches: Vec<AuditRow>,
     /// Pool or hold rows with no ledger row.
-    #[schema(value_type = Vec<Object>)]
-    pub orphans: Vec<holdfast_core::AuditRow>,
+    pub orphans: Vec<AuditRow>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HealthBody {
     /// `ok` (`/healthz`); `ready`, or `degraded` when some pods cannot be
     /// reached (`/readyz`).
+    #[schema(schema_with = health_status)]
     pub status: &'static str,
     /// With pods: each pod and whether it answered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pods: Option<Vec<PodHealth>>,
+}
+
+fn health_status() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(["ok", "ready", "degraded"]))
+        .description(Some("`ok` (`/healthz`); `ready`, or `degraded` when some pods cannot be reached (`/readyz`)."))
+        .build()
 }
 
 /// One pod's answer to the readiness check.

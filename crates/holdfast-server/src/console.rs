@@ -212,12 +212,10 @@ pub struct ShopMode {
 pub struct MigrationPanel {
     pub kill_switch: bool,
     /// The mode rules in force (shop pins, rollout percentages, per pod).
-    #[schema(value_type = Object)]
     pub rules: holdfast_core::Rules,
     /// Shops pinned by the rules and the shops of the hot items.
     pub shops: Vec<ShopMode>,
     /// The shadow comparison's counters in this process.
-    #[schema(value_type = Object)]
     pub shadow: holdfast_redis::ShadowCounts,
 }
 
@@ -265,8 +263,8 @@ pub struct OverviewBody {
 /// Everything the console shows: hot items, rates, connection hold per tag,
 /// migration modes and the kill switch, webhook deliveries.
 #[utoipa::path(
-    get, path = "/admin/overview", tag = "admin",
-    responses((status = 200, body = OverviewBody)),
+    get, path = "/admin/overview", tag = "admin", operation_id = "overview",
+    responses((status = 200, description = "what the console shows", body = OverviewBody)),
     security(("bearer" = []))
 )]
 pub async fn overview(State(state): State<AppState>, _admin: Admin) -> Json<OverviewBody> {

@@ -7,14 +7,46 @@
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use holdfast_core::{Error, Invalid, Shortfall};
+use holdfast_core::{Error, Invalid, ItemId, Quantity, Shortfall};
 use serde::Serialize;
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
+
+/// Every error code and its status: the README's table, as data. The
+/// OpenAPI document names, for each error answer of each route, the codes
+/// it can carry, from this table.
+pub const CODES: &[(u16, &str)] = &[
+    (400, "malformed_json"),
+    (400, "bad_request"),
+    (400, "invalid_conn_tag"),
+    (401, "unauthorized"),
+    (403, "forbidden"),
+    (404, "not_found"),
+    (405, "method_not_allowed"),
+    (409, "insufficient_stock"),
+    (409, "idempotency_conflict"),
+    (409, "reservation_expired"),
+    (409, "invalid_state"),
+    (409, "stock_conflict"),
+    (413, "payload_too_large"),
+    (415, "unsupported_media_type"),
+    (422, "invalid_request"),
+    (500, "internal"),
+    (503, "unavailable"),
+    (503, "contended"),
+    (503, "timeout"),
+];
+
+/// The codes an answer with this status can carry.
+pub fn codes_of(status: u16) -> impl Iterator<Item = &'static str> {
+    CODES.iter().filter(move |(s, _)| *s == status).map(|(_, c)| *c)
+}
 
 /// The body of every error answer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// Stable code, part of the API contract (see the README's table).
+    #[schema(schema_with = error_code)]
     pub error: &'static str,
     /// For people; may change between versions.
     pub message: String,
@@ -24,11 +56,23 @@ pub struct ErrorBody {
     pub lines: Option<Vec<Shortfall>>,
 }
 
+fn error_code() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(CODES.iter().map(|(_, c)| *c)))
+        .description(Some("Stable code, part of the API contract (see the README's table)."))
+        .build()
+}
+
 /// One line of an `insufficient_stock` answer.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ShortfallBody {
+    #[schema(value_type = ItemId)]
     pub item: String,
+    #[schema(value_type = Quantity)]
     pub requested: u32,
+    /// What the line could have had at that moment (less than `requested`
+    /// for at least one line).
     pub available: u32,
 }
 
@@ -184,6 +228,30 @@ mod tests {
         let res = ApiError::from(Error::RetriesExhausted(8)).into_response();
         assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(res.headers().contains_key(header::RETRY_AFTER));
+    }
+
+    #[test]
+    fn every_code_is_in_the_table_with_its_status() {
+        let errors = [
+            Error::Invalid(Invalid::new("f", "m")),
+            Error::InsufficientStock(vec![]),
+            Error::IdempotencyConflict("k".into()),
+            Error::NotFound,
+            Error::Expired,
+            Error::WrongStatus(holdfast_core::ReservationStatus::Claimed, "released"),
+            Error::StockConflict("x".into()),
+            Error::RetriesExhausted(8),
+            Error::Unavailable("x".into()),
+            Error::Internal("x".into()),
+        ];
+        let mut answers: Vec<ApiError> = errors.into_iter().map(ApiError::from).collect();
+        for s in [400, 404, 405, 413, 415, 500] {
+            answers.push(ApiError::for_status(StatusCode::from_u16(s).unwrap()));
+        }
+        answers.extend([ApiError::unauthorized("x"), ApiError::forbidden("x"), ApiError::timeout()]);
+        for a in answers {
+            assert!(codes_of(a.status.as_u16()).any(|c| c == a.code()), "{} {} is not in CODES", a.status, a.code());
+        }
     }
 
     #[test]

@@ -17,17 +17,19 @@ use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AuditQuery {
     /// Only this shop (default: every shop).
+    #[param(value_type = ShopId, required = false)]
     pub shop: Option<String>,
 }
 
 /// Check `on_hand = unpooled + pooled + reserved + committed` everywhere.
 #[utoipa::path(
-    get, path = "/admin/audit", tag = "admin",
+    get, path = "/admin/audit", tag = "admin", operation_id = "audit",
     params(AuditQuery),
-    responses((status = 200, body = AuditBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    responses((status = 200, description = "the audit's findings", body = AuditBody)),
     security(("bearer" = []))
 )]
 pub async fn audit(
@@ -49,8 +51,8 @@ pub struct ConnectionsBody {
 
 /// Who held database connections, and for how long, per conn tag.
 #[utoipa::path(
-    get, path = "/admin/connections", tag = "admin",
-    responses((status = 200, body = ConnectionsBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)),
+    get, path = "/admin/connections", tag = "admin", operation_id = "connections",
+    responses((status = 200, description = "connection use per conn tag", body = ConnectionsBody)),
     security(("bearer" = []))
 )]
 pub async fn connections(_admin: Admin) -> Json<ConnectionsBody> {
@@ -64,20 +66,22 @@ fn migration(state: &AppState) -> ApiResult<&Migration> {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ModesQuery {
     /// Comma-separated shop ids whose mode in force to show.
+    #[param(pattern = "^,*(?:[A-Za-z0-9_.:-]{1,64},+)*(?:[A-Za-z0-9_.:-]{1,64})?$")]
     pub shops: Option<String>,
 }
 
 /// The mode rules (shop pins, rollout percentages, kill switch), the mode of
 /// the shops asked for, and the shadow counters. Needs `--redis-url`.
 #[utoipa::path(
-    get, path = "/admin/modes", tag = "admin",
+    get, path = "/admin/modes", tag = "admin", operation_id = "modes",
     params(ModesQuery),
     responses(
-        (status = 200, description = "rules, resolved modes, shadow counters", body = Object),
-        (status = 404, description = "serving without --redis-url", body = ErrorBody),
+        (status = 200, description = "rules, resolved modes, shadow counters", body = AdminModes),
+        (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -97,12 +101,12 @@ pub async fn modes(
 /// removes the pin) or `{"rollout": "sql", "percent": 10}` (with pods, add
 /// `"pod": "p2"` to roll out one pod's shops only). Needs `--redis-url`.
 #[utoipa::path(
-    put, path = "/admin/modes", tag = "admin",
-    request_body = Object,
+    put, path = "/admin/modes", tag = "admin", operation_id = "set_mode",
+    request_body = ModeChange,
     responses(
-        (status = 200, description = "the rules now in force", body = Object),
-        (status = 404, description = "serving without --redis-url", body = ErrorBody),
-        (status = 422, body = ErrorBody),
+        (status = 200, description = "the rules now in force", body = ModesView),
+        (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
+        (status = 422, description = "`invalid_request`, also for a `pod` the pods file does not name", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -125,8 +129,11 @@ pub struct KillSwitchBody {
 
 /// Whether the kill switch is engaged. Needs `--redis-url`.
 #[utoipa::path(
-    get, path = "/admin/kill-switch", tag = "admin",
-    responses((status = 200, body = KillSwitchBody), (status = 404, body = ErrorBody)),
+    get, path = "/admin/kill-switch", tag = "admin", operation_id = "kill_switch",
+    responses(
+        (status = 200, description = "whether it is engaged", body = KillSwitchBody),
+        (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn kill_switch(State(state): State<AppState>, _admin: Admin) -> ApiResult<Json<KillSwitchBody>> {
@@ -136,9 +143,12 @@ pub async fn kill_switch(State(state): State<AppState>, _admin: Admin) -> ApiRes
 /// Engaged: every `sql-primary` shop goes back to Redis at once (stored in
 /// the database; every process follows within a second). Needs `--redis-url`.
 #[utoipa::path(
-    post, path = "/admin/kill-switch", tag = "admin",
+    post, path = "/admin/kill-switch", tag = "admin", operation_id = "set_kill_switch",
     request_body = KillSwitchBody,
-    responses((status = 200, body = KillSwitchBody), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses(
+        (status = 200, description = "whether it is engaged now", body = KillSwitchBody),
+        (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn set_kill_switch(

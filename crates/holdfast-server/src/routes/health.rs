@@ -15,15 +15,21 @@ use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
 
 /// The process is up.
-#[utoipa::path(get, path = "/healthz", tag = "health", responses((status = 200, body = HealthBody)))]
+#[utoipa::path(
+    get, path = "/healthz", tag = "health", operation_id = "healthz",
+    responses((status = 200, description = "`{\"status\": \"ok\"}`", body = HealthBody))
+)]
 pub async fn healthz() -> Json<HealthBody> {
     Json(HealthBody { status: "ok", pods: None })
 }
 
 /// The database is reachable (and migrated).
 #[utoipa::path(
-    get, path = "/readyz", tag = "health",
-    responses((status = 200, body = HealthBody), (status = 503, body = ErrorBody))
+    get, path = "/readyz", tag = "health", operation_id = "readyz",
+    responses(
+        (status = 200, description = "`ready`; with pods, `degraded` when some pods do not answer", body = HealthBody),
+        (status = 503, description = "`unavailable`: the database (or every pod) does not answer", body = ErrorBody),
+    )
 )]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<HealthBody>> {
     let unavailable = |why: String| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", why);

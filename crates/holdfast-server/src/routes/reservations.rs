@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use holdfast_core::{Error, ReservationId, ReserveRequest, Ttl};
+use holdfast_core::{Error, ReservationId, ReserveRequest, ShopId, Ttl};
 
 use super::{Body, Params, body, params};
 use crate::api::{CreateReservation, ExtendBody, ReservationBody};
@@ -19,15 +19,14 @@ fn reservation_id(raw: &str) -> ApiResult<ReservationId> {
 
 /// Hold stock for a checkout.
 #[utoipa::path(
-    post, path = "/v1/shops/{shop}/reservations", tag = "reservations",
-    params(("shop" = String, Path, description = "shop id")),
+    post, path = "/v1/shops/{shop}/reservations", tag = "reservations", operation_id = "create_reservation",
+    params(("shop" = ShopId, Path)),
     request_body = CreateReservation,
     responses(
         (status = 201, description = "held", body = ReservationBody),
         (status = 200, description = "replay of the same key and lines: the existing reservation", body = ReservationBody),
-        (status = 409, description = "insufficient_stock (with `lines`) or idempotency_conflict", body = ErrorBody),
-        (status = 422, description = "invalid_request", body = ErrorBody),
-        (status = 503, description = "unavailable, contended or timeout; see Retry-After", body = ErrorBody),
+        (status = 409, description = "`insufficient_stock` (nothing was held; `lines` shows what each line could have had) or `idempotency_conflict` (the key was used with other lines)", body = ErrorBody),
+        (status = 422, description = "`invalid_request`, also for an item named on two lines", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -62,9 +61,12 @@ pub async fn create(
 
 /// Read a reservation.
 #[utoipa::path(
-    get, path = "/v1/shops/{shop}/reservations/{id}", tag = "reservations",
-    params(("shop" = String, Path), ("id" = i64, Path)),
-    responses((status = 200, body = ReservationBody), (status = 404, body = ErrorBody)),
+    get, path = "/v1/shops/{shop}/reservations/{id}", tag = "reservations", operation_id = "get_reservation",
+    params(("shop" = ShopId, Path), ("id" = ReservationId, Path)),
+    responses(
+        (status = 200, description = "the reservation", body = ReservationBody),
+        (status = 404, description = "`not_found`: no such reservation in this shop (or removed after the retention period)", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn get(
@@ -78,12 +80,12 @@ pub async fn get(
 
 /// Payment succeeded: the held units become committed. Idempotent.
 #[utoipa::path(
-    post, path = "/v1/shops/{shop}/reservations/{id}/claim", tag = "reservations",
-    params(("shop" = String, Path), ("id" = i64, Path)),
+    post, path = "/v1/shops/{shop}/reservations/{id}/claim", tag = "reservations", operation_id = "claim_reservation",
+    params(("shop" = ShopId, Path), ("id" = ReservationId, Path)),
     responses(
-        (status = 200, body = ReservationBody),
-        (status = 404, body = ErrorBody),
-        (status = 409, description = "reservation_expired or invalid_state", body = ErrorBody),
+        (status = 200, description = "claimed (now, or already)", body = ReservationBody),
+        (status = 404, description = "`not_found`: no such reservation in this shop", body = ErrorBody),
+        (status = 409, description = "`reservation_expired` (its units went back to stock) or `invalid_state` (it was released)", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -98,9 +100,13 @@ pub async fn claim(
 
 /// Payment failed or the cart was abandoned: the units go back. Idempotent.
 #[utoipa::path(
-    post, path = "/v1/shops/{shop}/reservations/{id}/release", tag = "reservations",
-    params(("shop" = String, Path), ("id" = i64, Path)),
-    responses((status = 200, body = ReservationBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    post, path = "/v1/shops/{shop}/reservations/{id}/release", tag = "reservations", operation_id = "release_reservation",
+    params(("shop" = ShopId, Path), ("id" = ReservationId, Path)),
+    responses(
+        (status = 200, description = "released (now, or already; or it had expired)", body = ReservationBody),
+        (status = 404, description = "`not_found`: no such reservation in this shop", body = ErrorBody),
+        (status = 409, description = "`invalid_state`: it was claimed", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn release(
@@ -114,10 +120,14 @@ pub async fn release(
 
 /// Move the expiry of a live hold to now + `ttl_seconds`.
 #[utoipa::path(
-    post, path = "/v1/shops/{shop}/reservations/{id}/extend", tag = "reservations",
-    params(("shop" = String, Path), ("id" = i64, Path)),
+    post, path = "/v1/shops/{shop}/reservations/{id}/extend", tag = "reservations", operation_id = "extend_reservation",
+    params(("shop" = ShopId, Path), ("id" = ReservationId, Path)),
     request_body = ExtendBody,
-    responses((status = 200, body = ReservationBody), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)),
+    responses(
+        (status = 200, description = "the hold, with its new expiry", body = ReservationBody),
+        (status = 404, description = "`not_found`: no such reservation in this shop", body = ErrorBody),
+        (status = 409, description = "`reservation_expired` or `invalid_state` (it was claimed or released)", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn extend(

@@ -3,7 +3,7 @@
 
 use axum::Json;
 use axum::extract::State;
-use holdfast_core::{ItemId, LocationId, StockChange, StockRequest};
+use holdfast_core::{ItemId, LocationId, ShopId, StockChange, StockRequest};
 
 use super::{Body, Params, body, params};
 use crate::api::{AdjustStock, FulfilStock, ItemLevelsBody, SetStock, StockBody};
@@ -25,10 +25,13 @@ async fn change(
 
 /// Set `on_hand`.
 #[utoipa::path(
-    put, path = "/v1/shops/{shop}/items/{item}/locations/{location}", tag = "stock",
-    params(("shop" = String, Path), ("item" = String, Path), ("location" = String, Path)),
+    put, path = "/v1/shops/{shop}/items/{item}/locations/{location}", tag = "stock", operation_id = "set_stock",
+    params(("shop" = ShopId, Path), ("item" = ItemId, Path), ("location" = LocationId, Path)),
     request_body = SetStock,
-    responses((status = 200, body = StockBody), (status = 409, description = "stock_conflict", body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses(
+        (status = 200, description = "the (item, location) afterwards", body = StockBody),
+        (status = 409, description = "`stock_conflict`: `on_hand` would fall below what is reserved and committed", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn set(
@@ -42,10 +45,13 @@ pub async fn set(
 
 /// Add a delta (negative to remove) to `on_hand`.
 #[utoipa::path(
-    post, path = "/v1/shops/{shop}/items/{item}/locations/{location}/adjust", tag = "stock",
-    params(("shop" = String, Path), ("item" = String, Path), ("location" = String, Path)),
+    post, path = "/v1/shops/{shop}/items/{item}/locations/{location}/adjust", tag = "stock", operation_id = "adjust_stock",
+    params(("shop" = ShopId, Path), ("item" = ItemId, Path), ("location" = LocationId, Path)),
     request_body = AdjustStock,
-    responses((status = 200, body = StockBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses(
+        (status = 200, description = "the (item, location) afterwards", body = StockBody),
+        (status = 409, description = "`stock_conflict`: the decrease would take reserved or committed units, or `on_hand` would fall below zero", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn adjust(
@@ -59,10 +65,13 @@ pub async fn adjust(
 
 /// Ship committed units: `on_hand` and `committed` both fall.
 #[utoipa::path(
-    post, path = "/v1/shops/{shop}/items/{item}/locations/{location}/fulfil", tag = "stock",
-    params(("shop" = String, Path), ("item" = String, Path), ("location" = String, Path)),
+    post, path = "/v1/shops/{shop}/items/{item}/locations/{location}/fulfil", tag = "stock", operation_id = "fulfil_stock",
+    params(("shop" = ShopId, Path), ("item" = ItemId, Path), ("location" = LocationId, Path)),
     request_body = FulfilStock,
-    responses((status = 200, body = StockBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody)),
+    responses(
+        (status = 200, description = "the (item, location) afterwards", body = StockBody),
+        (status = 409, description = "`stock_conflict`: fewer committed units than that", body = ErrorBody),
+    ),
     security(("bearer" = []))
 )]
 pub async fn fulfil(
@@ -76,9 +85,9 @@ pub async fn fulfil(
 
 /// Quantities of an item per location.
 #[utoipa::path(
-    get, path = "/v1/shops/{shop}/items/{item}", tag = "stock",
-    params(("shop" = String, Path), ("item" = String, Path)),
-    responses((status = 200, body = ItemLevelsBody), (status = 422, body = ErrorBody)),
+    get, path = "/v1/shops/{shop}/items/{item}", tag = "stock", operation_id = "item_levels",
+    params(("shop" = ShopId, Path), ("item" = ItemId, Path)),
+    responses((status = 200, description = "the item's quantities per location", body = ItemLevelsBody)),
     security(("bearer" = []))
 )]
 pub async fn levels(

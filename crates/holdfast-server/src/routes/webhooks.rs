@@ -5,9 +5,10 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use holdfast_core::{Invalid, Subscription, Topic, Topics};
+use holdfast_core::{Invalid, ShopId, Subscription, Topic, Topics, WEBHOOK_URL_MAX, WEBHOOK_URL_PATTERN};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
+use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
 use super::{Body, Params, body, params};
 use crate::auth::ShopAccess;
@@ -17,20 +18,54 @@ use crate::state::AppState;
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
-    /// Where deliveries are POSTed: an `http://` or `https://` URL.
-    #[schema(example = "https://shop.example/hooks/holdfast")]
+    #[schema(schema_with = webhook_url)]
     pub url: String,
-    /// Topics to send; absent or empty: every topic. `reservation.held`,
-    /// `reservation.claimed`, `reservation.released`, `reservation.expired`.
+    /// Topics to send; absent, `null` or empty: every topic.
+    #[schema(value_type = Option<Vec<Topic>>)]
     pub topics: Option<Vec<String>>,
 }
+
+/// What `subscribe` accepts: the same rule as [`holdfast_core::check_webhook_url`].
+fn webhook_url() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(WEBHOOK_URL_PATTERN))
+        .max_length(Some(WEBHOOK_URL_MAX))
+        .description(Some(
+            "Where deliveries are POSTed: an `http://` or `https://` URL with a host and no user name or password, \
+             at most 2000 characters of printable ASCII (percent-encode anything else).",
+        ))
+        .examples(["https://shop.example/hooks/holdfast"])
+        .build()
+}
+
+/// The ids subscriptions get: `wh_` and 16 of a-z 2-7.
+pub const WEBHOOK_ID_PATTERN: &str = "^wh_[a-z2-7]{16}$";
+
+/// A subscription's id, as the service makes them.
+#[derive(Debug)]
+pub struct WebhookId;
+
+impl utoipa::PartialSchema for WebhookId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(WEBHOOK_ID_PATTERN))
+            .description(Some("A webhook subscription: `wh_` and 16 of a-z 2-7"))
+            .examples(["wh_mfrggzdfmztwq2lk"])
+            .into()
+    }
+}
+
+impl ToSchema for WebhookId {}
 
 /// A subscription as listed: its secret is never shown again.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct WebhookBody {
-    #[schema(example = "wh_mfrggzdfmztwq2lk")]
+    #[schema(value_type = WebhookId)]
     pub id: String,
     pub url: String,
+    #[schema(value_type = Vec<Topic>)]
     pub topics: Vec<String>,
     pub created_at: DateTime<Utc>,
     /// Set when the receiver answered `410 Gone`: nothing is sent to it any more.
@@ -52,10 +87,14 @@ impl From<Subscription> for WebhookBody {
 /// A new subscription, with the secret its deliveries are signed with.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CreatedWebhook {
+    #[schema(value_type = WebhookId)]
     pub id: String,
     pub url: String,
+    /// The topics it gets: those asked for, or every topic.
+    #[schema(value_type = Vec<Topic>)]
     pub topics: Vec<String>,
     /// `whsec_` and the base64 of 32 random bytes; shown in this answer only.
+    #[schema(pattern = "^whsec_[A-Za-z0-9+/]{43}=$")]
     pub secret: String,
 }
 
@@ -71,15 +110,12 @@ pub fn topics(names: &[String]) -> Result<Topics, Invalid> {
 
 /// Subscribe a URL to the shop's events.
 #[utoipa::path(
-    post, path = "/v1/shops/{shop}/webhooks", tag = "webhooks",
-    params(("shop" = String, Path, description = "shop id")),
+    post, path = "/v1/shops/{shop}/webhooks", tag = "webhooks", operation_id = "create_webhook",
+    params(("shop" = ShopId, Path)),
     request_body = CreateWebhook,
     responses(
         (status = 201, description = "subscribed; the secret is shown this once", body = CreatedWebhook),
-        (status = 401, description = "unauthorized", body = ErrorBody),
-        (status = 403, description = "forbidden: the token does not reach this shop", body = ErrorBody),
-        (status = 422, description = "invalid_request: the URL or a topic", body = ErrorBody),
-        (status = 503, description = "unavailable", body = ErrorBody),
+        (status = 422, description = "`invalid_request`: the URL or a topic", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]
@@ -97,13 +133,9 @@ pub async fn create(
 
 /// The shop's subscriptions, oldest first.
 #[utoipa::path(
-    get, path = "/v1/shops/{shop}/webhooks", tag = "webhooks",
-    params(("shop" = String, Path, description = "shop id")),
-    responses(
-        (status = 200, body = WebhookList),
-        (status = 401, description = "unauthorized", body = ErrorBody),
-        (status = 403, description = "forbidden", body = ErrorBody),
-    ),
+    get, path = "/v1/shops/{shop}/webhooks", tag = "webhooks", operation_id = "list_webhooks",
+    params(("shop" = ShopId, Path)),
+    responses((status = 200, description = "the shop's subscriptions, oldest first", body = WebhookList)),
     security(("bearer" = []))
 )]
 pub async fn list(State(state): State<AppState>, access: ShopAccess) -> ApiResult<Json<WebhookList>> {
@@ -113,13 +145,11 @@ pub async fn list(State(state): State<AppState>, access: ShopAccess) -> ApiResul
 
 /// Remove a subscription; deliveries not yet made to it are dropped.
 #[utoipa::path(
-    delete, path = "/v1/shops/{shop}/webhooks/{id}", tag = "webhooks",
-    params(("shop" = String, Path), ("id" = String, Path)),
+    delete, path = "/v1/shops/{shop}/webhooks/{id}", tag = "webhooks", operation_id = "remove_webhook",
+    params(("shop" = ShopId, Path), ("id" = WebhookId, Path, description = "any other value answers `404`")),
     responses(
         (status = 204, description = "removed"),
-        (status = 401, description = "unauthorized", body = ErrorBody),
-        (status = 403, description = "forbidden", body = ErrorBody),
-        (status = 404, description = "the shop has no such subscription", body = ErrorBody),
+        (status = 404, description = "`not_found`: the shop has no such subscription", body = ErrorBody),
     ),
     security(("bearer" = []))
 )]

@@ -8,6 +8,7 @@ mod app;
 mod auth;
 mod conntag;
 mod console;
+mod contract;
 mod dashboards;
 mod fuzz;
 mod lifecycle;
@@ -73,6 +74,8 @@ mod mysql {
 
 mod sqlite {
     suite!(Sqlite);
+    // Body parsing and framing, the same on every backend.
+    per_backend!(Sqlite: contract::answers_are_as_documented);
 }
 
 /// deploy/: the alerting rules under promtool, and every metric the
