@@ -2,7 +2,7 @@
 //! (HTML, CSS and script, no CDN, nothing fetched from elsewhere), which
 //! asks `GET /admin/overview` for everything it shows with the admin token
 //! the operator typed. The page itself holds no data and needs no token;
-//! the token stays in the tab's memory and goes only into the
+//! the token stays in the tab's `sessionStorage` and goes only into the
 //! `Authorization` header of those requests.
 //!
 //! What this process adds of its own is [`Activity`]: counts of the
@@ -56,7 +56,7 @@ pub struct Activity {
     samples: Mutex<VecDeque<Sample>>,
     /// The last hot items read and when: every console open on this
     /// process shares one read per [`HOT_ITEMS_FRESH`].
-    hot: tokio::sync::Mutex<Option<(Instant, Vec<HotItem>)>>,
+    hot: tokio::sync::Mutex<Option<(Instant, HotRead)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -121,18 +121,23 @@ impl Activity {
         }
     }
 
-    /// The hot items, read again only when the last read is older than
-    /// [`HOT_ITEMS_FRESH`]; callers at the same moment wait for one read.
-    async fn hot_items(&self, db: &holdfast_sql::Database) -> Result<Vec<HotItem>, holdfast_core::Error> {
+    /// The hot items, read again only when the last read (or its failure)
+    /// is older than [`HOT_ITEMS_FRESH`]; callers at the same moment wait
+    /// for one read, so an open console costs the database one read per
+    /// interval whatever happens.
+    async fn hot_items(&self, db: &holdfast_sql::Database) -> HotRead {
         let mut hot = self.hot.lock().await;
-        if let Some((at, items)) = hot.as_ref()
+        if let Some((at, read)) = hot.as_ref()
             && at.elapsed() < HOT_ITEMS_FRESH
         {
-            return Ok(items.clone());
+            return read.clone();
         }
-        let items = db.housekeeping.hot_items(SOLD_WINDOW, HOT_ITEMS).await?;
-        *hot = Some((Instant::now(), items.clone()));
-        Ok(items)
+        let read = db.housekeeping.hot_items(SOLD_WINDOW, HOT_ITEMS).await.map_err(|e| {
+            tracing::warn!(error = %e, "console: could not read the hot items");
+            e.code()
+        });
+        *hot = Some((Instant::now(), read.clone()));
+        read
     }
 
     /// Per-second rates and connections held, between consecutive samples.
@@ -196,6 +201,10 @@ pub struct HoldPoint {
     pub connections: BTreeMap<String, f64>,
 }
 
+/// One read of the hot items: the items, or the code of the error that
+/// stopped it (the detail goes to the log, as for every error).
+type HotRead = Result<Vec<HotItem>, &'static str>;
+
 /// A shop the console lists in its modes view.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ShopMode {
@@ -243,7 +252,8 @@ pub struct OverviewBody {
     pub pods: Vec<PodPanel>,
     /// The busiest items (from the database: every replica's work).
     pub items: Vec<HotItem>,
-    /// Why `items` is empty when the database did not answer.
+    /// The error code (`unavailable`, `timeout`, …) when the database did
+    /// not answer; `items` is then empty.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub items_error: Option<String>,
     /// The window of each item's `sold_recently`, in seconds.
@@ -269,17 +279,23 @@ pub struct OverviewBody {
 )]
 pub async fn overview(State(state): State<AppState>, _admin: Admin) -> Json<OverviewBody> {
     let db = &state.db;
-    let (items, items_error) = match state.activity.hot_items(db).await {
+    // The three reads of the database at once; each is bounded (the pods'
+    // check by 2 s, the others by the pool's acquire timeout).
+    let (hot, queue, checked) = tokio::join!(
+        state.activity.hot_items(db),
+        db.webhooks.queue_stats(),
+        crate::routes::health::check_pods(&state)
+    );
+    let (items, items_error) = match hot {
         Ok(items) => (items, None),
-        Err(e) => (Vec::new(), Some(e.to_string())),
+        Err(code) => (Vec::new(), Some(code.to_string())),
     };
-    let deliveries = db.webhooks.queue_stats().await.ok().map(|q| DeliveriesPanel {
+    let deliveries = queue.ok().map(|q| DeliveriesPanel {
         pending: q.pending,
         dead: q.dead,
         oldest_pending_seconds: q.oldest_pending.map(|d| d.as_secs_f64()),
     });
-    let pods = crate::routes::health::check_pods(&state)
-        .await
+    let pods = checked
         .unwrap_or_default()
         .into_iter()
         .map(|(name, error)| {

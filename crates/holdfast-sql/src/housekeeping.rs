@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use holdfast_core::{Error, ItemId, ShopId, Store};
+use holdfast_core::Error;
 use serde::Serialize;
 
 use crate::dialect::{Dialect, Stmt};
@@ -62,7 +62,8 @@ pub trait Housekeeping: Send + Sync + std::fmt::Debug {
     async fn schema_version(&self) -> Result<(i64, i64), Error>;
     /// The busiest items: units claimed within `window` and units held now,
     /// busiest first, at most `limit`. Reads only recent reservations and
-    /// live holds (two indexes), then each item's levels.
+    /// live holds (two indexes), then each item's levels and pool, all in
+    /// one snapshot on one connection (conn tag `console`).
     async fn hot_items(&self, window: Duration, limit: u32) -> Result<Vec<HotItem>, Error>;
 }
 
@@ -102,39 +103,6 @@ impl<D: Dialect> Housekeeping for SqlStore<D> {
 
     async fn hot_items(&self, window: Duration, limit: u32) -> Result<Vec<HotItem>, Error> {
         let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX);
-        let args = [window_ms.into(), i64::from(limit).into()];
-        let rows = plain!(self, "console", |c| run::rows::<D>(c, Stmt::HotItems, &args))?;
-        let mut items = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let text = |col| D::Db::text(r, col).map_err(run::plain_error::<D>);
-            let int = |col| D::Db::int(r, col).map_err(run::plain_error::<D>);
-            let (shop, item) = (text("shop_id")?, text("item_id")?);
-            let (shop_id, item_id) = (ShopId::new(shop.clone())?, ItemId::new(item.clone())?);
-            let levels = Store::levels(self, &shop_id, &item_id).await?;
-            let args = [shop.as_str().into(), item.as_str().into()];
-            let pool = plain!(self, "console", |c| run::rows::<D>(c, Stmt::ItemPool, &args))?;
-            let pool = pool.first().ok_or_else(|| Error::Internal("item_pool returned no row".into()))?;
-            let pool_int = |col| D::Db::int(pool, col).map_err(run::plain_error::<D>);
-            let mut hot = HotItem {
-                shop,
-                item,
-                pod: None,
-                on_hand: 0,
-                available: 0,
-                held: 0,
-                committed: 0,
-                sold_recently: int("sold")?,
-                pool_rows: pool_int("pooled")?,
-                refills: pool_int("refills")?,
-            };
-            for l in &levels.locations {
-                hot.on_hand += l.quantities.on_hand;
-                hot.available += l.quantities.available;
-                hot.held += l.quantities.reserved;
-                hot.committed += l.quantities.committed;
-            }
-            items.push(hot);
-        }
-        Ok(items)
+        self.op("console", true, || self.hot_items_once(window_ms, limit)).await
     }
 }

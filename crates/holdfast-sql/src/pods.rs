@@ -265,6 +265,10 @@ pub async fn open_pods(file: &PodsFile, opts: &ConnectOptions) -> Result<Databas
 /// last are used.
 const RULES_WITHIN: Duration = Duration::from_secs(2);
 
+/// How long an operator's read (the console's hot items) waits for one pod
+/// before leaving it out.
+const POD_READ_WITHIN: Duration = Duration::from_secs(2);
+
 /// The traits of a [`Database`], each call sent to the pod of its shop.
 #[derive(Debug)]
 struct Routed(Arc<PodSet>);
@@ -651,14 +655,20 @@ impl Housekeeping for Routed {
     }
 
     /// Every pod's busiest, each named by its pod, merged busiest first. A
-    /// pod that does not answer is left out (its readiness says why), so
+    /// pod that does not answer (within [`POD_READ_WITHIN`]) is left out (its readiness says why), so
     /// one pod down does not blank the others' items; only when no pod
     /// answers is it an error.
     async fn hot_items(&self, window: Duration, limit: u32) -> Result<Vec<HotItem>> {
         let mut all: Vec<HotItem> = Vec::new();
         let mut failed = None;
         let mut answered = false;
-        for (pod, r) in self.0.each(move |db| async move { db.housekeeping.hot_items(window, limit).await }).await {
+        let read = move |db: Database| async move {
+            match tokio::time::timeout(POD_READ_WITHIN, db.housekeeping.hot_items(window, limit)).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Unavailable(format!("no answer within {POD_READ_WITHIN:?}"))),
+            }
+        };
+        for (pod, r) in self.0.each(read).await {
             match r {
                 Ok(items) => {
                     answered = true;

@@ -11,8 +11,14 @@ const COLORS = ["#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2"
 let token = null;
 let timer = null;
 let last = null;
+// Bumped by every login and logout, so an answer that arrives for an
+// earlier session changes nothing.
+let session = 0;
 
 const $ = (id) => document.getElementById(id);
+
+// Own properties only: a shop or tag may be named "constructor".
+const own = (obj, key) => (obj && Object.prototype.hasOwnProperty.call(obj, key) ? obj[key] : undefined);
 
 function show(el, on) {
   el.hidden = !on;
@@ -71,23 +77,30 @@ function refusal(e) {
 
 async function login(candidate) {
   token = candidate;
+  const mine = ++session;
+  let overview;
   try {
-    const overview = await api("GET", "/admin/overview");
-    sessionStorage.setItem(TOKEN_KEY, token);
-    show($("login"), false);
-    show($("console"), true);
-    show($("logout"), true);
-    render(overview);
-    schedule();
+    overview = await api("GET", "/admin/overview");
   } catch (e) {
+    if (mine !== session) return;
     token = null;
     sessionStorage.removeItem(TOKEN_KEY);
     text($("login-error"), refusal(e));
     show($("login-error"), true);
+    return;
   }
+  if (mine !== session) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  show($("login-error"), false);
+  render(overview);
+  show($("login"), false);
+  show($("console"), true);
+  show($("logout"), true);
+  schedule();
 }
 
 function logout() {
+  session++;
   token = null;
   sessionStorage.removeItem(TOKEN_KEY);
   clearTimeout(timer);
@@ -107,10 +120,14 @@ function schedule() {
 
 async function refresh() {
   if (!token) return;
+  const mine = session;
   try {
-    render(await api("GET", "/admin/overview"));
+    const overview = await api("GET", "/admin/overview");
+    if (mine !== session) return;
+    render(overview);
     show($("stale"), false);
   } catch (e) {
+    if (mine !== session) return;
     if (e.status === 401 || e.status === 403) {
       logout();
       text($("login-error"), refusal(e));
@@ -125,7 +142,7 @@ async function refresh() {
 
 function render(o) {
   last = o;
-  const pods = o.pods.length > 1 || (o.pods[0] && o.pods[0].name !== "default");
+  const pods = o.pods.length > 1 || (o.pods.length === 1 && o.pods[0].name !== "default");
   document.body.classList.toggle("with-pods", pods);
   text($("backend"), o.backend);
   show($("backend"), true);
@@ -213,7 +230,7 @@ function renderConnections(rows, history) {
   for (const h of history) for (const t of Object.keys(h.connections)) tags.add(t);
   const series = [...tags].sort().map((t) => ({
     name: t,
-    points: history.map((h) => [Date.parse(h.at), h.connections[t] || 0]),
+    points: history.map((h) => [Date.parse(h.at), own(h.connections, t) || 0]),
   }));
   chart($("hold-chart"), $("hold-legend"), series, " conns");
 }
@@ -246,7 +263,7 @@ function renderMigration(m) {
     cell(tr, s.shop);
     cell(tr, s.pod || "", "pod-col");
     cell(tr, s.mode, "mode");
-    cell(tr, pins[s.shop] || "");
+    cell(tr, own(pins, s.shop) || "");
     body.appendChild(tr);
   }
 }

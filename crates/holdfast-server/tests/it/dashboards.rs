@@ -369,7 +369,9 @@ pub async fn every_metric_the_dashboard_and_rules_name_is_exported() {
         let (status, v) = app.call(reqwest::Method::POST, &settle(&b["id"], "release"), Some(&s1), None).await;
         assert_eq!(status, StatusCode::OK, "{v}");
         assert_eq!(app.post(reservations, &s1, cart("a", 1, 600)).await.0, StatusCode::OK, "a replay");
-        let (status, c) = app.post(reservations, &s1, cart("c", 2, 1)).await;
+        // c expires in 3 s (the sweeper releases it later): long enough to
+        // still hold when d is turned away, on a slow machine too.
+        let (status, c) = app.post(reservations, &s1, cart("c", 2, 3)).await;
         assert_eq!(status, StatusCode::CREATED, "{c}");
         let (status, v) = app.post(reservations, &s1, cart("d", 1, 600)).await;
         assert_eq!((status, &v["error"]), (StatusCode::CONFLICT, &json!("insufficient_stock")), "sold out: {v}");

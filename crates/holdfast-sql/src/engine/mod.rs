@@ -236,7 +236,7 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// Runs `attempt` as operation `tag`, retried as [`Self::retrying`] says.
-    async fn op<T, F, Fut>(&self, tag: &'static str, idempotent: bool, attempt: F) -> Result<T, Error>
+    pub(crate) async fn op<T, F, Fut>(&self, tag: &'static str, idempotent: bool, attempt: F) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Fail>> + Send,

@@ -1,5 +1,5 @@
-//! Reads: a reservation, an item's levels, and the audit of the accounting
-//! invariant. Plain reads in one snapshot, never SKIP LOCKED (which would
+//! Reads: a reservation, an item's levels, the console's hot items, and the
+//! audit of the accounting invariant. Plain reads in one snapshot, never SKIP LOCKED (which would
 //! hide rows other transactions lock and give an inconsistent view).
 
 use holdfast_core::{AuditReport, Error, ItemId, ItemLevels, Reservation, ReservationId, ShopId};
@@ -7,7 +7,8 @@ use holdfast_core::{AuditReport, Error, ItemId, ItemLevels, Reservation, Reserva
 use super::reserve::reservation;
 use super::{Fail, SqlStore};
 use crate::dialect::{Dialect, Stmt, TxMode};
-use crate::driver::Arg;
+use crate::driver::{Arg, Driver};
+use crate::housekeeping::HotItem;
 use crate::run;
 use crate::tag;
 
@@ -28,6 +29,44 @@ impl<D: Dialect> SqlStore<D> {
         let locations = run::all::<D, _>(&mut tx, Stmt::Levels, &args, run::level::<D>).await?;
         tx.commit().await?;
         Ok(ItemLevels { item: item.clone(), locations })
+    }
+
+    /// The console's hot items ([`crate::Housekeeping::hot_items`]): the
+    /// busiest (shop, item)s, then each one's levels and pool, in one
+    /// snapshot.
+    pub(crate) async fn hot_items_once(&self, window_ms: i64, limit: u32) -> Result<Vec<HotItem>, Fail> {
+        let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
+        let _lease = tag::Lease::transaction();
+        let busiest = run::rows::<D>(&mut tx, Stmt::HotItems, &[window_ms.into(), i64::from(limit).into()]).await?;
+        let mut items = Vec::with_capacity(busiest.len());
+        for r in &busiest {
+            let (shop, item) = (D::Db::text(r, "shop_id")?, D::Db::text(r, "item_id")?);
+            let args = [shop.as_str().into(), item.as_str().into()];
+            let locations = run::all::<D, _>(&mut tx, Stmt::Levels, &args, run::level::<D>).await?;
+            let pool = run::rows::<D>(&mut tx, Stmt::ItemPool, &args).await?;
+            let pool = pool.first().ok_or(Fail::Domain(Error::Internal("item_pool returned no row".into())))?;
+            let mut hot = HotItem {
+                sold_recently: D::Db::int(r, "sold")?,
+                pool_rows: D::Db::int(pool, "pooled")?,
+                refills: D::Db::int(pool, "refills")?,
+                shop,
+                item,
+                pod: None,
+                on_hand: 0,
+                available: 0,
+                held: 0,
+                committed: 0,
+            };
+            for l in &locations {
+                hot.on_hand += l.quantities.on_hand;
+                hot.available += l.quantities.available;
+                hot.held += l.quantities.reserved;
+                hot.committed += l.quantities.committed;
+            }
+            items.push(hot);
+        }
+        tx.commit().await?;
+        Ok(items)
     }
 
     pub(super) async fn audit_once(&self, shop: Option<&ShopId>) -> Result<AuditReport, Fail> {

@@ -24,16 +24,16 @@ async fn the_sweeper_reads_holds_past_expiry(b: Backend) {
         assert_eq!(sweeper.measure().await.unwrap(), Some(Unswept::default()), "nothing held yet");
 
         store.reserve(&with_ttl("live", 600)).await.unwrap();
-        let claimed = store.reserve(&with_ttl("claimed", 1)).await.unwrap().reservation.id;
+        let claimed = store.reserve(&with_ttl("claimed", 3)).await.unwrap().reservation.id;
         store.claim(&shop("s1"), claimed).await.unwrap();
-        let released = store.reserve(&with_ttl("released", 1)).await.unwrap().reservation.id;
+        let released = store.reserve(&with_ttl("released", 3)).await.unwrap().reservation.id;
         store.release(&shop("s1"), released).await.unwrap();
         for k in ["x", "y", "z"] {
-            store.reserve(&with_ttl(k, 1)).await.unwrap();
+            store.reserve(&with_ttl(k, 3)).await.unwrap();
         }
         assert_eq!(sweeper.measure().await.unwrap(), Some(Unswept::default()), "none past expiry yet");
 
-        tokio::time::sleep(Duration::from_millis(1_600)).await;
+        tokio::time::sleep(Duration::from_millis(3_600)).await;
         let u = sweeper.measure().await.unwrap().expect("a SQL store reads its backlog");
         assert_eq!(u.holds, 3, "{u:?}");
         assert!(u.oldest >= Duration::from_millis(300) && u.oldest < Duration::from_secs(30), "{u:?}");

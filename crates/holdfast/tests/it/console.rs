@@ -17,6 +17,7 @@ use holdfast_testkit::browser::Browser;
 use holdfast_testkit::{RedisPrefix, TestDb, shared_redis_url};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::serve::{Serve, Started};
 
@@ -56,7 +57,17 @@ async fn call(
 }
 
 /// Buyers of one unit each, reserving and claiming until the item is gone.
-async fn sale(http: reqwest::Client, base: String, token: String, sold: Arc<AtomicU64>, buyer: usize) {
+/// Once half the stock is sold they wait until the test has seen the item
+/// in the console (`watched`), so the console is seen during the sale
+/// however slow the machine is.
+async fn sale(
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    sold: Arc<AtomicU64>,
+    mut watched: watch::Receiver<bool>,
+    buyer: usize,
+) {
     for n in 0.. {
         let body = json!({"key": format!("b{buyer}-{n}"), "lines": [{"item": "hoodie", "quantity": 1, "locations": ["wh"]}], "ttl_seconds": 60});
         let (status, r) =
@@ -66,9 +77,10 @@ async fn sale(http: reqwest::Client, base: String, token: String, sold: Arc<Atom
                 let path = format!("/v1/shops/s1/reservations/{}/claim", r["id"]);
                 let (status, r) = call(&http, &base, &token, reqwest::Method::POST, &path, None).await;
                 assert_eq!(status, StatusCode::OK, "{r}");
-                sold.fetch_add(1, Ordering::Relaxed);
-                // A sale a person can watch: it lasts several refreshes.
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                if sold.fetch_add(1, Ordering::Relaxed) + 1 >= STOCK / 2 {
+                    watched.wait_for(|seen| *seen).await.expect("the test is still watching");
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             StatusCode::CONFLICT if r["error"] == "insufficient_stock" => return,
             StatusCode::SERVICE_UNAVAILABLE => tokio::time::sleep(Duration::from_millis(50)).await,
@@ -131,22 +143,34 @@ async fn the_console_shows_a_sale_and_drives_the_kill_switch_in_a_browser() {
 
     // The sale: the item shows up while it sells, then as sold out.
     let sold = Arc::new(AtomicU64::new(0));
-    let buyers: Vec<_> =
-        (0..BUYERS).map(|b| tokio::spawn(sale(http.clone(), base.clone(), shop.clone(), sold.clone(), b))).collect();
-    let selling =
-        browser.wait("the hoodie row while the sale runs", WAIT, ROW_CELL, json!(["items", "item", "hoodie", 7])).await;
-    let sold_while_watching = sold.load(Ordering::Relaxed);
-    assert!(sold_while_watching < STOCK, "the console showed the item before it sold out (sold: {selling})");
+    let (watching, watched) = watch::channel(false);
+    let buyers: Vec<_> = (0..BUYERS)
+        .map(|b| tokio::spawn(sale(http.clone(), base.clone(), shop.clone(), sold.clone(), watched.clone(), b)))
+        .collect();
+    let available_cell = "const row = document.querySelector('#items tbody tr[data-item=\"hoodie\"]'); \
+                          const n = row ? Number(row.children[4].textContent.replace(/,/g, '')) : 0; return n > 0 ? n : null;";
+    let available = browser.wait("the hoodie row with units still available", WAIT, available_cell, json!([])).await;
+    assert!(available.as_u64().is_some_and(|n| n < STOCK), "shown while it sells: {available} available");
+    watching.send(true).unwrap();
     for b in buyers {
         b.await.unwrap();
     }
     assert_eq!(sold.load(Ordering::Relaxed), STOCK, "every unit sold, none twice");
-    browser.wait_text("#items tbody tr[data-item=\"hoodie\"]", "sold out", WAIT).await;
-    let row = |col: u32| browser.eval(ROW_CELL, json!(["items", "item", "hoodie", col]));
-    assert_eq!(row(4).await, json!(STOCK.to_string()), "on hand");
-    assert_eq!(row(5).await, json!("0"), "available");
-    assert_eq!(row(6).await, json!("0"), "held");
-    assert_eq!(row(7).await, json!(STOCK.to_string()), "sold in the last minute");
+    // One snapshot of the row: sold out, every unit claimed in the last
+    // minute, none held (the last holds may show held for a refresh).
+    let sold_out = "const row = document.querySelector('#items tbody tr[data-item=\"hoodie\"]'); \
+                    if (!row || !row.textContent.includes('sold out')) return null; \
+                    const cells = [...row.children].map((c) => c.textContent); \
+                    return JSON.stringify([cells[3], cells[4], cells[5], cells[6]]) === JSON.stringify(arguments[0]) ? cells : null;";
+    let stock = STOCK.to_string();
+    browser
+        .wait(
+            "hoodie sold out: on hand, available 0, held 0, all sold",
+            WAIT,
+            sold_out,
+            json!([[stock, "0", "0", stock]]),
+        )
+        .await;
     // Rates and connection hold come from samples every 5 s: the sale shows
     // in both once a sample after it is taken.
     browser
