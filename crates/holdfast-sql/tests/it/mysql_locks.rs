@@ -217,6 +217,7 @@ async fn short_reserve(
             .bind(row.get::<i64, _>("on_hand"))
             .bind(row.get::<i64, _>("committed"))
             .bind(unpooled - refilled)
+            .bind(i64::from(refilled > 0))
             .bind("s1")
             .bind("hot")
             .bind("wh")
