@@ -21,11 +21,23 @@ pub enum Topic {
     /// A hold that ran out of time, marked by the sweeper or by a claim,
     /// extend or reserve that found it past its expiry.
     ReservationExpired,
+    /// The available units of an (item, location) reached 0.
+    InventorySoldOut,
+    /// The available units of an (item, location) rose from 0.
+    InventoryRestocked,
 }
 
 impl Topic {
-    pub const ALL: [Topic; 4] =
-        [Topic::ReservationHeld, Topic::ReservationClaimed, Topic::ReservationReleased, Topic::ReservationExpired];
+    pub const ALL: [Topic; 6] = [
+        Topic::ReservationHeld,
+        Topic::ReservationClaimed,
+        Topic::ReservationReleased,
+        Topic::ReservationExpired,
+        Topic::InventorySoldOut,
+        Topic::InventoryRestocked,
+    ];
+    /// The topics about an (item, location)'s availability.
+    pub const INVENTORY: [Topic; 2] = [Topic::InventorySoldOut, Topic::InventoryRestocked];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -33,6 +45,8 @@ impl Topic {
             Topic::ReservationClaimed => "reservation.claimed",
             Topic::ReservationReleased => "reservation.released",
             Topic::ReservationExpired => "reservation.expired",
+            Topic::InventorySoldOut => "inventory.sold_out",
+            Topic::InventoryRestocked => "inventory.restocked",
         }
     }
 

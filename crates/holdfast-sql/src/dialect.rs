@@ -172,6 +172,15 @@ statements! { $;
     WebhookStats => "webhook_stats",
     /// (delivered before, limit).
     WebhookPurge => "webhook_purge",
+    /// (shop, keys: a JSON array of {item, location}, in byte order) →
+    /// (item_id, location_id, sold_out 1/0/NULL) of the inventory watch
+    /// rows that exist, locked (lock order step 5).
+    WatchLock => "watch_lock",
+    /// (shop, keys: a JSON array of {item, location}): the missing watch
+    /// rows, with nothing said.
+    WatchAdd => "watch_add",
+    /// (shop, rows: a JSON array of {item, location, sold_out 1/0}).
+    WatchSet => "watch_set",
     /// Serialises concurrent `migrate` runs on one database.
     MigrateLock => "migrate_lock",
     MigrateUnlock => "migrate_unlock",

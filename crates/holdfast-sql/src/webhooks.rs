@@ -89,15 +89,17 @@ impl Outbox {
             .unwrap_or_default())
     }
 
-    /// Whether any subscription of `shop` wants `topic`.
+    /// Whether any subscription of `shop` wants one of `topics`.
     pub(crate) async fn wants<D: Dialect>(
         &self,
         store: &SqlStore<D>,
         c: Option<&mut Conn<D>>,
         shop: &ShopId,
-        topic: Topic,
+        topics: &[Topic],
     ) -> sqlx::Result<bool> {
-        Ok(!self.wanted(store, c, shop, topic).await?.is_empty())
+        self.fresh(store, c).await?;
+        let view = self.view.read().expect("outbox view");
+        Ok(view.shops.get(shop).is_some_and(|subs| subs.iter().any(|(_, t)| topics.iter().any(|&x| t.contains(x)))))
     }
 
     /// Makes sure the view is loaded; starts a reload in the background when
@@ -109,7 +111,8 @@ impl Outbox {
                 let _first = self.first.lock().await;
                 if self.view.read().expect("outbox view").loaded.is_none() {
                     match c {
-                        Some(c) => self.load::<D>(c).await?,
+                        // Tagged as what it is, not as the caller's operation.
+                        Some(c) => tag::op("webhook", self.load::<D>(c)).await?,
                         None => self.reload(store).await?,
                     }
                 }
@@ -213,7 +216,7 @@ impl<D: Dialect> SqlStore<D> {
         }
         let mut events = Vec::new();
         for (shop, mut ids) in by_shop {
-            if !self.outbox.wants(self, Some(&mut *tx), shop, Topic::ReservationExpired).await? {
+            if !self.outbox.wants(self, Some(&mut *tx), shop, &[Topic::ReservationExpired]).await? {
                 continue;
             }
             ids.sort();

@@ -181,7 +181,7 @@ pub enum WebhookCommand {
         url: String,
         /// A topic to send (repeat for more; default: every topic):
         /// reservation.held, reservation.claimed, reservation.released,
-        /// reservation.expired.
+        /// reservation.expired, inventory.sold_out, inventory.restocked.
         #[arg(long = "topic", value_name = "TOPIC")]
         topics: Vec<String>,
         #[arg(long)]

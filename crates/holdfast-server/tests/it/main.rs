@@ -46,6 +46,8 @@ macro_rules! suite {
             modes::sql_primary_shop_keeps_reserving_across_the_kill_switch,
             modes::mode_routes_answer_404_without_redis,
             webhooks::each_topic_fires_once_per_change_and_only_when_subscribed,
+            webhooks::inventory_events_follow_availability,
+            webhooks::inventory_events_follow_availability_uncoalesced,
             webhooks::failures_are_retried_with_the_same_id_and_410_disables,
             webhooks::a_worker_killed_mid_batch_loses_nothing,
             webhooks::four_workers_share_the_queue,

@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use holdfast_core::{
-    Backend, DeliveryStatus, ReservationId, ReservationStatus, ReserveRequest, Topic, Topics, Ttl, WebhookStore,
+    Backend, DeliveryStatus, ReservationId, ReservationStatus, ReserveRequest, StockChange, Topic, Topics, Ttl,
+    WebhookStore,
 };
 use holdfast_server::webhooks::{Deliverer, WorkerConfig, sign, subscribe};
 use holdfast_sql::StoreConfig;
@@ -59,12 +60,16 @@ fn hold(shop: &str, k: &str, qty: i64, ttl: i64) -> ReserveRequest {
     .unwrap()
 }
 
-/// (type, reservation id) of each event a path got, with the event ids.
+/// (type, reservation id) of each `reservation.*` event a path got, with
+/// the event ids.
 fn events(got: &[Got]) -> BTreeMap<(String, i64), Vec<String>> {
     let mut out: BTreeMap<(String, i64), Vec<String>> = BTreeMap::new();
     for g in got {
         let v = g.json();
         let kind = v["type"].as_str().unwrap().to_string();
+        if !kind.starts_with("reservation.") {
+            continue;
+        }
         out.entry((kind, v["data"]["id"].as_i64().unwrap())).or_default().push(g.id.clone());
     }
     out
@@ -109,7 +114,15 @@ pub async fn each_topic_fires_once_per_change_and_only_when_subscribed(b: Backen
         assert_eq!(db.store.expire(100).await.unwrap(), 4);
         drain(&hooks, config(1)).await;
 
-        let got = rx.at("/all");
+        let (got, inventory): (Vec<Got>, Vec<Got>) =
+            rx.at("/all").into_iter().partition(|g| g.json()["type"].as_str().unwrap().starts_with("reservation."));
+        // Stocked from nothing, never sold out: one inventory event.
+        let inventory: Vec<Value> = inventory.iter().map(Got::json).collect();
+        assert_eq!(inventory.len(), 1, "{inventory:?}");
+        assert_eq!(
+            (&inventory[0]["type"], &inventory[0]["data"]["location"]),
+            (&"inventory.restocked".into(), &"wh".into())
+        );
         let by_event = events(&got);
         let count = |kind: &str| by_event.keys().filter(|(k, _)| k == kind).count();
         assert_eq!(
@@ -153,7 +166,7 @@ pub async fn each_topic_fires_once_per_change_and_only_when_subscribed(b: Backen
         assert!(hooks.list_deliveries(&shop("s2"), None, 100).await.unwrap().is_empty());
         assert!(got.iter().all(|g| !g.body.contains("\"s2\"")));
         let listed = hooks.list_deliveries(&s1, Some(DeliveryStatus::Delivered), 1_000).await.unwrap();
-        assert_eq!(listed.len(), got.len() + claimed.len());
+        assert_eq!(listed.len(), got.len() + inventory.len() + claimed.len());
         assert!(listed.iter().all(|d| d.attempts == 1 && d.last_status == Some(200) && d.delivered_at.is_some()));
 
         // Removed, a subscription gets nothing more.
@@ -163,9 +176,181 @@ pub async fn each_topic_fires_once_per_change_and_only_when_subscribed(b: Backen
         db.store.claim(&s1, r.id).await.unwrap();
         drain(&hooks, config(1)).await;
         assert_eq!(rx.at("/claimed").len(), 8);
-        assert_eq!(rx.at("/all").len(), got.len() + 2);
+        assert_eq!(rx.at("/all").len(), got.len() + inventory.len() + 2);
         let subs = hooks.list_subscriptions(&s1).await.unwrap();
         assert_eq!(subs.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), [all.id.as_str()]);
+        db.assert_audit_clean().await;
+    })
+    .await;
+}
+
+/// One inventory event as written: (type, item, location, what its data
+/// says is available at that location).
+type Inv = (String, String, String, i64);
+
+/// The inventory events of `shop` in the order they were written (the
+/// outbox's ids: each was written under its (item, location)'s watch lock).
+async fn inventory_events(hooks: &Arc<dyn WebhookStore>, s: &str) -> Vec<Inv> {
+    let mut ds = hooks.list_deliveries(&shop(s), None, 100_000).await.unwrap();
+    ds.retain(|d| Topic::INVENTORY.contains(&d.topic));
+    ds.sort_by_key(|d| d.id);
+    ds.iter()
+        .map(|d| {
+            let v: Value = serde_json::from_str(&d.payload).unwrap();
+            let data = &v["data"];
+            let location = data["location"].as_str().unwrap().to_string();
+            let at = data["locations"].as_array().unwrap().iter().find(|l| l["location"] == location.as_str());
+            let available = at.map_or(0, |l| l["available"].as_i64().unwrap());
+            (v["type"].as_str().unwrap().to_string(), data["item"].as_str().unwrap().to_string(), location, available)
+        })
+        .collect()
+}
+
+/// The events written since the last call.
+async fn new_events(hooks: &Arc<dyn WebhookStore>, s: &str, seen: &mut usize) -> Vec<(String, i64)> {
+    let all = inventory_events(hooks, s).await;
+    let new = all[*seen..].iter().map(|(t, _, _, n)| (t.trim_start_matches("inventory.").to_string(), *n)).collect();
+    *seen = all.len();
+    new
+}
+
+/// `n` buyers of one unit of `item` at once; the reservations that were held.
+async fn buyers(
+    store: &Arc<dyn holdfast_core::Store>,
+    item: &str,
+    tag: &str,
+    n: usize,
+    ttl: i64,
+) -> Vec<ReservationId> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let store = store.clone();
+            let req = ReserveRequest::new(
+                shop("s1"),
+                key(&format!("{tag}-{i}")),
+                vec![line(item, 1, Some(&["wh"]))],
+                Ttl::from_secs(ttl).unwrap(),
+                false,
+                false,
+            )
+            .unwrap();
+            tokio::spawn(async move { store.reserve(&req).await.ok().map(|r| r.reservation.id) })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for t in tasks {
+        held.extend(t.await.unwrap());
+    }
+    held
+}
+
+/// `inventory.sold_out` and `inventory.restocked` follow what is available,
+/// once per change, under concurrent buyers, releases, expiries and stock
+/// changes; shops without the subscription get none.
+pub async fn inventory_events_follow_availability(b: Backend) {
+    inventory_events_with(b, StoreConfig::default()).await
+}
+
+/// The same without request coalescing (one transaction per request).
+pub async fn inventory_events_follow_availability_uncoalesced(b: Backend) {
+    inventory_events_with(b, StoreConfig { coalesce: false, ..StoreConfig::default() }).await
+}
+
+async fn inventory_events_with(b: Backend, cfg: StoreConfig) {
+    with_db(b, cfg, |db| async move {
+        let hooks = db.db.webhooks.clone();
+        let store = db.store.clone();
+        let s1 = shop("s1");
+        let inventory: Topics = Topic::INVENTORY.into_iter().collect();
+        subscribe(&*hooks, &s1, "http://127.0.0.1:9/inv", inventory).await.unwrap();
+        let mut seen = 0;
+        let ev = |t: &str, n: i64| (t.to_string(), n);
+
+        stock(&*store, "s1", "a", "wh", 20).await;
+        stock(&*store, "s2", "a", "wh", 20).await;
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, [ev("restocked", 20)]);
+        // 32 buyers for 20 units: one "sold out", whoever took the last one.
+        let held = buyers(&store, "a", "first", 32, 60).await;
+        assert_eq!(held.len(), 20);
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, [ev("sold_out", 0)]);
+        // Four releases at once: available rose from 0 once.
+        let releases: Vec<_> = held[..4]
+            .iter()
+            .map(|&id| {
+                let store = store.clone();
+                tokio::spawn(async move { store.release(&shop("s1"), id).await.unwrap() })
+            })
+            .collect();
+        for r in releases {
+            r.await.unwrap();
+        }
+        let new = new_events(&hooks, "s1", &mut seen).await;
+        assert_eq!(new.len(), 1, "{new:?}");
+        assert_eq!(new[0].0, "restocked");
+        assert!((1..=4).contains(&new[0].1), "{new:?}");
+        let mut live: Vec<ReservationId> = held[4..].to_vec();
+        live.extend(buyers(&store, "a", "second", 8, 60).await);
+        assert_eq!(live.len(), 20);
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, [ev("sold_out", 0)]);
+        // Two more units, held for a second, run out: the sweep that
+        // releases them says so.
+        change(&*store, "s1", "a", "wh", StockChange::Adjust(2)).await.unwrap();
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, [ev("restocked", 2)]);
+        assert_eq!(buyers(&store, "a", "short", 2, 1).await.len(), 2);
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, [ev("sold_out", 0)]);
+        tokio::time::sleep(Duration::from_millis(1_300)).await;
+        assert_eq!(store.expire(100).await.unwrap(), 2);
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, [ev("restocked", 2)]);
+        // A stock change that removes the free units.
+        change(&*store, "s1", "a", "wh", StockChange::Set(20)).await.unwrap();
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, [ev("sold_out", 0)]);
+        // The data is the item's levels as the API answers them.
+        let last = hooks.list_deliveries(&s1, None, 1).await.unwrap().remove(0);
+        let mut data = serde_json::from_str::<Value>(&last.payload).unwrap()["data"].take();
+        assert_eq!(data.as_object_mut().unwrap().remove("location"), Some("wh".into()));
+        assert_eq!(data, serde_json::to_value(store.levels(&s1, &item("a")).await.unwrap()).unwrap());
+        // Claims and shipping change nothing that is available.
+        for &id in &live {
+            store.claim(&s1, id).await.unwrap();
+        }
+        change(&*store, "s1", "a", "wh", StockChange::Fulfil(5)).await.unwrap();
+        assert_eq!(new_events(&hooks, "s1", &mut seen).await, []);
+
+        // Many buyers and releases at once on 6 units: every change of
+        // "any left?" said once, alternating, each with what its data says.
+        stock(&*store, "s1", "b", "wh", 6).await;
+        stock(&*store, "s2", "b", "wh", 6).await;
+        let tasks: Vec<_> = (0..24)
+            .map(|t| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for round in 0..6 {
+                        for s in ["s1", "s2"] {
+                            let req = request(s, &format!("b-{t}-{round}"), vec![line("b", 1, Some(&["wh"]))]);
+                            if let Ok(r) = store.reserve(&req).await {
+                                tokio::time::sleep(Duration::from_millis((t % 4) as u64)).await;
+                                store.release(&shop(s), r.reservation.id).await.unwrap();
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let b_events: Vec<Inv> = inventory_events(&hooks, "s1").await.into_iter().filter(|e| e.1 == "b").collect();
+        assert!(b_events.len() >= 3, "the sale never sold out: {b_events:?}");
+        for (i, (kind, _, location, available)) in b_events.iter().enumerate() {
+            let want = if i % 2 == 0 { "inventory.restocked" } else { "inventory.sold_out" };
+            assert_eq!((kind.as_str(), location.as_str()), (want, "wh"), "event {i} of {b_events:?}");
+            assert_eq!(*available == 0, kind == "inventory.sold_out", "event {i} of {b_events:?}");
+        }
+        // Everything was released: the last word is "restocked".
+        assert_eq!(b_events.last().unwrap().0, "inventory.restocked");
+        assert_eq!(qty(&*store, "s1", "b", "wh").await.available, 6);
+        // s2 subscribed to nothing: nothing was written for it.
+        assert!(hooks.list_deliveries(&shop("s2"), None, 100).await.unwrap().is_empty());
         db.assert_audit_clean().await;
     })
     .await;
@@ -235,7 +420,7 @@ pub async fn a_worker_killed_mid_batch_loses_nothing(b: Backend) {
         let rx = Receiver::start(ok, 0).await;
         let hooks = db.db.webhooks.clone();
         let s1 = shop("s1");
-        subscribe(&*hooks, &s1, &rx.url("/x"), Topics::all()).await.unwrap();
+        subscribe(&*hooks, &s1, &rx.url("/x"), [Topic::ReservationHeld].into_iter().collect()).await.unwrap();
         stock(&*db.store, "s1", "a", "wh", 100).await;
         for i in 0..40 {
             db.store.reserve(&hold("s1", &format!("k{i}"), 1, 600)).await.unwrap();
@@ -344,7 +529,7 @@ pub async fn subscriptions_over_http_and_serves_own_workers(b: Backend) {
         let hooks = "/v1/shops/s1/webhooks";
         let (status, all) = app.post(hooks, &app.s1, json!({ "url": rx.url("/all") })).await;
         assert_eq!(status, StatusCode::CREATED, "{all}");
-        assert_eq!(all["topics"].as_array().unwrap().len(), 4);
+        assert_eq!(all["topics"].as_array().unwrap().len(), 6);
         let secret = all["secret"].as_str().unwrap().to_string();
         assert!(secret.starts_with("whsec_"));
         let (status, claims) =
@@ -402,7 +587,7 @@ pub async fn subscriptions_over_http_and_serves_own_workers(b: Backend) {
         let (status, claimed) = app.post(&format!("/v1/shops/s1/reservations/{id}/claim"), &app.s1, json!({})).await;
         assert_eq!(status, StatusCode::OK, "{claimed}");
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while (rx.at("/all").len(), rx.at("/claims").len()) != (2, 1) {
+        while (rx.at("/all").len(), rx.at("/claims").len()) != (3, 1) {
             assert!(std::time::Instant::now() < deadline, "not delivered: {:?}", rx.got());
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -411,6 +596,10 @@ pub async fn subscriptions_over_http_and_serves_own_workers(b: Backend) {
             got.iter().map(|g| (g.json()["type"].as_str().unwrap().into(), g.json())).collect();
         assert_eq!(by_type["reservation.held"]["data"], r);
         assert_eq!(by_type["reservation.claimed"]["data"], claimed);
+        // Stocked from nothing: the item's levels as GET answered them then.
+        let levels = json!({"item": "a", "location": "wh",
+            "locations": [{"location": "wh", "on_hand": 5, "available": 5, "reserved": 0, "committed": 0}]});
+        assert_eq!(by_type["inventory.restocked"]["data"], levels);
         for g in got {
             assert_eq!(sign(&secret, &g.id, g.timestamp, &g.body).unwrap(), g.signature);
         }

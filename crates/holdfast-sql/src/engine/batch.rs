@@ -187,7 +187,7 @@ impl<D: Dialect> SqlStore<D> {
         let Some(first) = reqs.first() else { return Ok(Batch::default()) };
         let shop = first.shop();
         let plan = Plan::of(reqs);
-        let events = self.outbox.wants(self, None, shop, Topic::ReservationHeld).await?;
+        let events = self.outbox.wants(self, None, shop, &[Topic::ReservationHeld]).await?;
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
         let keys: Vec<&IdempotencyKey> = reqs.iter().map(|r| r.key()).collect();
@@ -236,6 +236,8 @@ impl<D: Dialect> SqlStore<D> {
                 .collect();
             self.write_events(&mut tx, &events).await?;
         }
+        let took = holds.iter().flat_map(|(_, lines)| lines);
+        self.watch(&mut tx, shop, took.map(|a| (a.item.clone(), a.location.clone(), -i64::from(a.quantity)))).await?;
         tx.commit().await?;
         Ok(Batch { outcomes })
     }

@@ -15,6 +15,7 @@ mod reserve;
 pub(crate) use reserve::reservation;
 mod settle;
 mod stock;
+mod watch;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -93,7 +93,7 @@ impl<D: Dialect> SqlStore<D> {
                 let _lease = tag::Lease::transaction();
                 let mut held = vec![BTreeMap::new(); req.lines().len()];
                 match self.slow_path(&mut tx, req, &spec, existing.as_deref(), &mut held).await {
-                    Ok(()) => return self.insert_hold(tx, req, &held).await,
+                    Ok(prepared) => return self.insert_hold(tx, req, &held, prepared).await,
                     Err(Fail::LedgerBusy) => {
                         // Another process (or a batch's refill) is refilling:
                         // wait for it holding nothing, then start over from
@@ -123,10 +123,11 @@ impl<D: Dialect> SqlStore<D> {
     /// location, with SKIP LOCKED. `None` when some line came up short; then
     /// nothing is held any more (no pool row, no ledger lock).
     async fn fast_path(&self, req: &ReserveRequest, wants: &[Want]) -> Result<Option<Reserved>, Fail> {
-        // With a subscription to new holds, the hold and its event are
-        // written in one transaction: the one-statement form has no room
-        // for the event.
-        if D::ONE_STATEMENT_FAST_PATH && !self.outbox.wants(self, None, req.shop(), Topic::ReservationHeld).await? {
+        // With a subscription to new holds or to inventory events, the hold
+        // and its events are written in one transaction: the one-statement
+        // form has no room for them.
+        let topics = [Topic::ReservationHeld, Topic::InventorySoldOut, Topic::InventoryRestocked];
+        if D::ONE_STATEMENT_FAST_PATH && !self.outbox.wants(self, None, req.shop(), &topics).await? {
             let fast = {
                 let mut c = run::Solo::<D>::acquire(&self.pool).await?;
                 let _lease = tag::Lease::transaction();
@@ -158,7 +159,7 @@ impl<D: Dialect> SqlStore<D> {
             }
         }
         if (0..req.lines().len()).all(|i| total(&held[i]) == req.lines()[i].quantity.get()) {
-            return self.insert_hold(tx, req, &held).await.map(Some);
+            return self.insert_hold(tx, req, &held, Vec::new()).await.map(Some);
         }
         tx.rollback().await?;
         Ok(None)
@@ -186,11 +187,14 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// Lock order step 4: inserts the hold for the units taken, and commits.
+    /// `prepared`: ledger rows whose expired holds the slow path released,
+    /// for the inventory events (engine/watch.rs).
     async fn insert_hold(
         &self,
         mut tx: Tx<D>,
         req: &ReserveRequest,
         held: &[BTreeMap<LocationId, u32>],
+        prepared: Vec<Key>,
     ) -> Result<Reserved, Fail> {
         let mut lines: Vec<Allocation> = Vec::new();
         for (i, h) in held.iter().enumerate() {
@@ -215,6 +219,10 @@ impl<D: Dialect> SqlStore<D> {
                     Reservation { id, key: req.key().clone(), status: ReservationStatus::Held, expires_at, lines };
                 let event = Event::reservation(Topic::ReservationHeld, req.shop(), &reservation);
                 self.write_events(&mut tx, &[event]).await?;
+                let took =
+                    reservation.lines.iter().map(|a| (a.item.clone(), a.location.clone(), -i64::from(a.quantity)));
+                let expired = prepared.into_iter().map(|(item, location)| (item, location, 0));
+                self.watch(&mut tx, req.shop(), took.chain(expired)).await?;
                 tx.commit().await?;
                 Ok(Reserved { reservation, created: true })
             }
@@ -257,7 +265,8 @@ impl<D: Dialect> SqlStore<D> {
     /// line (taken at once, in lock order). For each candidate in order, see
     /// [`Self::acquire`]. Afterwards the pool of every ledger row touched is
     /// refilled, so only one transaction per (item, location) refills at a
-    /// time and the others find rows instead of queueing here.
+    /// time and the others find rows instead of queueing here. Returns the
+    /// ledger rows it prepared (released expired holds at).
     async fn slow_path(
         &self,
         tx: &mut Conn<D>,
@@ -265,7 +274,7 @@ impl<D: Dialect> SqlStore<D> {
         spec: &Spec,
         existing: Option<&[Key]>,
         held: &mut [BTreeMap<LocationId, u32>],
-    ) -> Result<(), Fail> {
+    ) -> Result<Vec<Key>, Fail> {
         // Take the ledger locks without waiting: when another transaction
         // holds one, it is refilling that pool, and queueing behind it here —
         // each waiter then holding the lock through its own commit — would
@@ -377,7 +386,9 @@ impl<D: Dialect> SqlStore<D> {
             }
         }
 
-        self.write_back(tx, req.shop(), ledgers.into_values().filter(|l| l.dirty).map(|l| l.row)).await
+        let prepared = ledgers.iter().filter(|(_, l)| l.prepared).map(|(k, _)| k.clone()).collect();
+        self.write_back(tx, req.shop(), ledgers.into_values().filter(|l| l.dirty).map(|l| l.row)).await?;
+        Ok(prepared)
     }
 
     /// Takes up to `want` units of (item, location) for a transaction that

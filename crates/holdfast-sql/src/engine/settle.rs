@@ -105,7 +105,7 @@ impl<D: Dialect> SqlStore<D> {
         let mut answered: Vec<ReservationId> = decided.iter().filter_map(|d| d.as_ref().ok().map(|h| h.id)).collect();
         answered.sort();
         answered.dedup();
-        let lines =
+        let mut lines =
             if answered.is_empty() { HashMap::new() } else { run::lines_of_each::<D>(tx, shop, &answered).await? };
         self.lock_for_release(tx, shop, &moves, &lines).await?;
         for (status, state) in
@@ -115,6 +115,21 @@ impl<D: Dialect> SqlStore<D> {
             if !flip.is_empty() {
                 D::transition(tx, shop, &flip, status, state).await?;
             }
+        }
+        // Released and expired units are available again (engine/watch.rs);
+        // a claim changes nothing that is available.
+        let returned: Vec<ReservationId> =
+            moves.iter().filter(|m| matches!(m.1, Released | Expired)).map(|m| m.0).collect();
+        if !returned.is_empty() && self.wants_inventory(Some(&mut *tx), shop).await? {
+            let mut touched = Vec::new();
+            for id in returned {
+                if let std::collections::hash_map::Entry::Vacant(e) = lines.entry(id) {
+                    e.insert(run::lines_of::<D>(tx, shop, id).await?);
+                }
+                let of = lines.get(&id).into_iter().flatten();
+                touched.extend(of.map(|a| (a.item.clone(), a.location.clone(), i64::from(a.quantity))));
+            }
+            self.watch(tx, shop, touched).await?;
         }
         // A claim decided before its hold's expiry must also commit before
         // it: from then on a reader counts the units as free. Look again at
@@ -154,7 +169,7 @@ impl<D: Dialect> SqlStore<D> {
                 Held => continue,
             };
             let Some(head) = heads.get(&id) else { continue };
-            if !self.outbox.wants(self, Some(&mut *tx), shop, topic).await? {
+            if !self.outbox.wants(self, Some(&mut *tx), shop, &[topic]).await? {
                 continue;
             }
             let of = match lines.get(&id) {
@@ -214,6 +229,7 @@ impl<D: Dialect> SqlStore<D> {
         let _lease = tag::Lease::transaction();
         let gone = D::sweep(&mut tx, limit).await?;
         self.expired_events(&mut tx, &gone).await?;
+        self.watch_expired(&mut tx, &gone).await?;
         tx.commit().await?;
         Ok(gone.len() as u64)
     }

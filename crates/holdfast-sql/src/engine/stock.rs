@@ -19,8 +19,12 @@ impl<D: Dialect> SqlStore<D> {
         let (shop, item, location, change) = (req.shop(), req.item(), req.location(), req.change());
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
-        if !matches!(change, StockChange::Fulfil(_)) {
-            run::exec::<D>(&mut tx, Stmt::EnsureLedger, &run::place(shop, item, location)).await?;
+        if !matches!(change, StockChange::Fulfil(_))
+            && run::exec::<D>(&mut tx, Stmt::EnsureLedger, &run::place(shop, item, location)).await? > 0
+        {
+            // A new ledger row gets its inventory watch row with it
+            // (engine/watch.rs), while nobody else can want it yet.
+            super::watch::add_watch_row::<D>(&mut tx, shop, item, location).await?;
         }
         let spec = [(item.clone(), Some(location.clone()))];
         let Some(mut row) = D::lock_ledgers(&mut tx, shop, &spec, LedgerLock::Wait).await?.pop() else {
@@ -29,6 +33,7 @@ impl<D: Dialect> SqlStore<D> {
             ))));
         };
         self.prepare(&mut tx, shop, &mut row).await?;
+        let on_hand_before = row.on_hand;
         match change {
             StockChange::Fulfil(q) => {
                 if row.committed < q {
@@ -87,7 +92,13 @@ impl<D: Dialect> SqlStore<D> {
                 row.on_hand = target;
             }
         }
+        let raised = match change {
+            StockChange::Set(n) => n - on_hand_before,
+            StockChange::Adjust(d) => d,
+            StockChange::Fulfil(_) => 0,
+        };
         self.write_back(&mut tx, shop, std::iter::once(row)).await?;
+        self.watch(&mut tx, shop, [(item.clone(), location.clone(), raised)]).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -123,7 +134,9 @@ impl<D: Dialect> SqlStore<D> {
         for row in &mut rows {
             self.prepare(&mut tx, shop, row).await?;
         }
+        let places: Vec<_> = rows.iter().map(|r| (r.item.clone(), r.location.clone(), 0)).collect();
         self.write_back(&mut tx, shop, rows.into_iter()).await?;
+        self.watch(&mut tx, shop, places).await?;
         tx.commit().await?;
         Ok(())
     }

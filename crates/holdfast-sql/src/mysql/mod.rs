@@ -206,7 +206,7 @@ impl Dialect for My {
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const MIGRATIONS: &'static [Migration] = migrations!(
         1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_reserve_fast", 5 "0005_reserve_batch",
-        6 "0006_drop_reserve_batch", 7 "0007_retention", 8 "0008_webhooks", 9 "0009_refills"
+        6 "0006_drop_reserve_batch", 7 "0007_retention", 8 "0008_webhooks", 9 "0009_refills", 10 "0010_inventory_watch"
     );
     /// DDL commits implicitly; the migrations are written to run again.
     const BEGIN_MIGRATION: &'static str = "BEGIN";
@@ -240,6 +240,7 @@ impl Dialect for My {
             Stmt::LegacyCommit => &[3, 0, 1, 2],
             Stmt::LegacyPut => &[3, 4, 0, 1, 2],
             Stmt::OutboxInsert => &[1, 1, 0],
+            Stmt::WatchLock | Stmt::WatchSet => &[1, 0],
             Stmt::WebhookLease => &[0, 1, 1],
             Stmt::WebhookRecord => &[2, 3, 2, 3, 4, 5, 0, 1],
             Stmt::WebhookDisable => &[1, 0],

@@ -111,7 +111,7 @@ impl<const P: bool> Dialect for Pg<P> {
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const STATEMENT_CACHE: bool = !P;
     const MIGRATE_LOCK_IN_TX: Option<&'static str> = if P { Some(raw!("migrate_lock_tx")) } else { None };
-    const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks", 6 "0006_refills");
+    const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks", 6 "0006_refills", 7 "0007_inventory_watch");
     const BEGIN_MIGRATION: &'static str = "BEGIN";
     /// Said explicitly, not left to the server's default_transaction_isolation.
     const BEGIN_WRITE: &'static str = "BEGIN ISOLATION LEVEL READ COMMITTED";

@@ -121,7 +121,7 @@ fn lines_json(id: ReservationId, lines: &[Allocation]) -> Vec<serde_json::Value>
 impl Dialect for Lite {
     type Db = Sqlite;
     const BACKEND: Backend = Backend::Sqlite;
-    const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks", 6 "0006_refills");
+    const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks", 6 "0006_refills", 7 "0007_inventory_watch");
     /// The write lock serialises concurrent `migrate` runs on one file.
     const BEGIN_MIGRATION: &'static str = "BEGIN IMMEDIATE";
     /// The write lock now, not at the first write: a deferred transaction

@@ -125,8 +125,8 @@ async fn pg_stat_activity_shows_the_callers_tag() {
 /// With no webhook subscription, reserves, claims and releases send no
 /// extra statement: the outbox knows from its view of the subscriptions,
 /// read once and then at most once a second (tagged `webhook`), never per
-/// request, and nothing is written to the outbox. A subscription of another
-/// shop changes nothing for this one.
+/// request, and nothing is written to the outbox or the inventory watch. A
+/// subscription of another shop changes nothing for this one.
 async fn no_subscription_no_webhook_statements(backend: Backend) {
     with_db(backend, StoreConfig::default(), |db| async move {
         let other = holdfast_core::Subscription {
@@ -180,6 +180,10 @@ async fn no_subscription_no_webhook_statements(backend: Backend) {
             "{} reads of the subscriptions in {seconds} s for 400 requests",
             webhook.len()
         );
+        // Inventory events: only the watch row the first stock change
+        // creates with its ledger row; no request of this shop looks at it.
+        let watch: Vec<&String> = statements.iter().filter(|s| s.contains("inventory_watch")).collect();
+        assert!(watch.len() <= 1 && watch.iter().all(|s| s.contains("INSERT")), "{watch:?}");
         let reserves = statements.iter().filter(|s| s.starts_with("/* conn_tag:reserve */")).count();
         assert!(reserves >= 100, "{reserves} reserve statements: is the log complete?");
         assert!(db.db.webhooks.list_deliveries(&shop("s1"), None, 10).await.unwrap().is_empty());
