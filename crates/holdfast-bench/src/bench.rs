@@ -76,6 +76,8 @@ pub struct BenchOptions {
     /// at a receiver in this process and deliver with this many workers
     /// beside the sale; `None`: no subscription.
     pub webhooks: Option<u32>,
+    /// With `webhooks`: the topics subscribed to (`None`: every topic).
+    pub webhook_topics: Option<holdfast_core::Topics>,
 }
 
 /// One run's figures, with what was run.
@@ -349,12 +351,15 @@ async fn run_on(opts: &BenchOptions, url: &str, run_id: &str) -> Result<BenchRep
                 holdfast_sql::Sweeper::new(db.store.clone(), 500).with_retention(retention)
             });
             if let Some(workers) = opts.webhooks {
+                let topics = opts.webhook_topics.unwrap_or_else(holdfast_core::Topics::all);
+                let which =
+                    if topics == holdfast_core::Topics::all() { "every event".to_string() } else { topics.to_list() };
                 notes.push(format!(
-                    "the run's shop was subscribed to every event, delivered by {workers} worker(s) to a receiver \
-                     in this process"
+                    "the run's shop was subscribed to {which}, delivered by {workers} worker(s) to a receiver in this \
+                     process"
                 ));
-                delivery =
-                    Some(crate::webhooks::Delivery::start(db.webhooks.clone(), &ShopId::new(run_id)?, workers).await?);
+                let shop = ShopId::new(run_id)?;
+                delivery = Some(crate::webhooks::Delivery::start(db.webhooks.clone(), &shop, workers, topics).await?);
             }
             let mut t = StoreTarget::new(db.store.clone(), ShopId::new(run_id)?);
             t.ttl = Ttl::from_secs(Ttl::MAX_SECS as i64)?;

@@ -43,9 +43,14 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// Starts a receiver, subscribes `shop` to every topic there and starts
+    /// Starts a receiver, subscribes `shop` to `topics` there and starts
     /// `workers` delivery workers.
-    pub async fn start(hooks: Arc<dyn WebhookStore>, shop: &ShopId, workers: u32) -> Result<Self, Error> {
+    pub async fn start(
+        hooks: Arc<dyn WebhookStore>,
+        shop: &ShopId,
+        workers: u32,
+        topics: Topics,
+    ) -> Result<Self, Error> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| Error::Unavailable(format!("webhook receiver: {e}")))?;
@@ -62,7 +67,7 @@ impl Delivery {
         let serving = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        let (sub, _) = holdfast_server::webhooks::subscribe(&*hooks, shop, &url, Topics::all()).await?;
+        let (sub, _) = holdfast_server::webhooks::subscribe(&*hooks, shop, &url, topics).await?;
         let (stop, stopped) = watch::channel(false);
         let cfg = WorkerConfig { workers, retention: None, idle: Duration::from_millis(20), ..Default::default() };
         let deliverer = Deliverer::new(hooks.clone(), cfg).map_err(|e| Error::Internal(format!("{e:#}")))?;

@@ -54,6 +54,7 @@ pub async fn flash_sale(db: &DbArgs, a: FlashSaleArgs) -> Result<ExitCode, Failu
         http: a.target.clone().map(|url| HttpOptions { url, token: a.token.clone(), shop: a.shop.clone() }),
         retention: a.retention,
         webhooks: a.webhooks,
+        webhook_topics: (!a.webhook_topics.is_empty()).then(|| a.webhook_topics.iter().copied().collect()),
     };
     let report = bench::run(&opts).await.or_fail(json_out)?;
     let write = |path: &std::path::Path, text: String| {
@@ -220,6 +221,7 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
             http: None,
             retention: None,
             webhooks: None,
+            webhook_topics: None,
         },
         churn_connections: if a.no_churn { Vec::new() } else { a.churn_connections.clone() },
         churn: holdfast_bench::churn::ChurnOptions {

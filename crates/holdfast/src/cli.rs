@@ -702,4 +702,8 @@ pub struct FlashSaleArgs {
     /// drain_seconds, deliveries_per_second).
     #[arg(long, value_name = "N", conflicts_with = "target")]
     pub webhooks: Option<u32>,
+    /// With `--webhooks`: subscribe to this topic only (repeat for more;
+    /// default: every topic).
+    #[arg(long = "webhook-topic", value_name = "TOPIC", requires = "webhooks")]
+    pub webhook_topics: Vec<holdfast_core::Topic>,
 }

@@ -37,6 +37,7 @@ pub fn options(backend: BenchBackend, sale: FlashSale) -> BenchOptions {
         http: None,
         retention: None,
         webhooks: None,
+        webhook_topics: None,
     }
 }
 

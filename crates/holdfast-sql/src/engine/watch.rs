@@ -70,29 +70,31 @@ impl<D: Dialect> SqlStore<D> {
             run::exec::<D>(tx, Stmt::WatchAdd, &[shop.as_str().into(), missing.as_str().into()]).await?;
             said = watch_lock::<D>(tx, shop, &keys).await?;
         }
-        let items: BTreeSet<&ItemId> = raised.keys().map(|(item, _)| item).collect();
-        let (mut events, mut set) = (Vec::new(), Vec::new());
-        for item in items {
-            let args = [shop.as_str().into(), item.as_str().into()];
-            let locations = run::all::<D, _>(tx, Stmt::Levels, &args, run::level::<D>).await?;
-            let levels = ItemLevels { item: item.clone(), locations };
-            for ((_, location), &n) in raised.iter().filter(|((i, _), _)| i == item) {
-                let now =
-                    levels.locations.iter().find(|l| &l.location == location).map_or(0, |l| l.quantities.available);
-                let last = said.get(&(item.clone(), location.clone())).copied().flatten();
-                // Nothing said yet: what there was before this transaction.
-                let was_out = last.unwrap_or(now - n <= 0);
-                let is_out = now <= 0;
-                if is_out != was_out {
-                    let topic = if is_out { Topic::InventorySoldOut } else { Topic::InventoryRestocked };
-                    events.push(Event { topic, shop: shop.clone(), data: inventory_data(&levels, location) });
-                }
-                if last != Some(is_out) {
-                    set.push(
-                        json!({"item": item.as_str(), "location": location.as_str(), "sold_out": i32::from(is_out)}),
-                    );
-                }
+        let now = available::<D>(tx, shop, &raised).await?;
+        let (mut changed, mut set) = (Vec::new(), Vec::new());
+        for ((item, location), &n) in &raised {
+            let now = now.get(&(item.clone(), location.clone())).copied().unwrap_or(0);
+            let last = said.get(&(item.clone(), location.clone())).copied().flatten();
+            // Nothing said yet: what there was before this transaction.
+            let was_out = last.unwrap_or(now - n <= 0);
+            let is_out = now <= 0;
+            if is_out != was_out {
+                let topic = if is_out { Topic::InventorySoldOut } else { Topic::InventoryRestocked };
+                changed.push((topic, item, location));
             }
+            if last != Some(is_out) {
+                set.push(json!({"item": item.as_str(), "location": location.as_str(), "sold_out": i32::from(is_out)}));
+            }
+        }
+        // The item's levels, for the events' data: read only when there is an
+        // event to write (summing a hot item's live holds is not free).
+        let mut events = Vec::with_capacity(changed.len());
+        let mut levels: BTreeMap<&ItemId, ItemLevels> = BTreeMap::new();
+        for (topic, item, location) in changed {
+            if let std::collections::btree_map::Entry::Vacant(e) = levels.entry(item) {
+                e.insert(item_levels::<D>(tx, shop, item).await?);
+            }
+            events.push(Event { topic, shop: shop.clone(), data: inventory_data(&levels[item], location) });
         }
         if !set.is_empty() {
             let set = serde_json::Value::Array(set).to_string();
@@ -122,6 +124,36 @@ impl<D: Dialect> SqlStore<D> {
         }
         Ok(())
     }
+}
+
+/// What is available at each (item, location) of `raised`, counted as the
+/// API counts it: from the pool, the ledger row, units returned and not yet
+/// folded, and the units of holds past their expiry (the dialect's lock-free
+/// sold-out check, which never sums the live holds; where the dialect has
+/// none, the item's levels).
+async fn available<D: Dialect>(
+    tx: &mut Conn<D>,
+    shop: &ShopId,
+    raised: &BTreeMap<(ItemId, LocationId), i64>,
+) -> sqlx::Result<BTreeMap<(ItemId, LocationId), i64>> {
+    let spec: Vec<(ItemId, Option<LocationId>)> = raised.keys().map(|(i, l)| (i.clone(), Some(l.clone()))).collect();
+    if let Some(rows) = D::available(tx, shop, &spec).await? {
+        return Ok(rows.into_iter().map(|(i, l, n)| ((i, l), n)).collect());
+    }
+    let mut out = BTreeMap::new();
+    let items: BTreeSet<&ItemId> = raised.keys().map(|(item, _)| item).collect();
+    for item in items {
+        for l in item_levels::<D>(tx, shop, item).await?.locations {
+            out.insert((item.clone(), l.location), l.quantities.available);
+        }
+    }
+    Ok(out)
+}
+
+async fn item_levels<D: Dialect>(tx: &mut Conn<D>, shop: &ShopId, item: &ItemId) -> sqlx::Result<ItemLevels> {
+    let args = [shop.as_str().into(), item.as_str().into()];
+    let locations = run::all::<D, _>(tx, Stmt::Levels, &args, run::level::<D>).await?;
+    Ok(ItemLevels { item: item.clone(), locations })
 }
 
 /// An inventory event's `data`: the item's levels as `GET
