@@ -460,16 +460,13 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     ) -> impl Future<Output = sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>>> + Send;
 
     /// Units of each matching (item, location) that no live hold has, read
-    /// in one snapshot without locks. `None`: the dialect has no such cheap
-    /// check, and a short reserve always takes the slow path to find out.
+    /// in one snapshot without locks (the existing ledger rows of `spec`, in
+    /// (item, location) order).
     fn available(
         c: &mut Conn<Self>,
         shop: &ShopId,
         spec: &Spec,
-    ) -> impl Future<Output = sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>>> + Send {
-        let _ = (c, shop, spec);
-        async { Ok(None) }
-    }
+    ) -> impl Future<Output = sqlx::Result<Vec<(ItemId, LocationId, i64)>>> + Send;
 
     /// Ledger rows of `spec` in (item, location) order, in one statement,
     /// locked as `lock` says (lock order step 2).

@@ -132,7 +132,7 @@ impl<D: Dialect> SqlStore<D> {
             return;
         }
         let spec: Vec<(ItemId, Option<LocationId>)> = open.iter().flat_map(|&i| candidates(&reqs[i])).collect();
-        let Ok(Some(rows)) = self.available(reqs[0].shop(), &spec).await else { return };
+        let Ok(rows) = self.available(reqs[0].shop(), &spec).await else { return };
         // A request that goes on alone may take units of its items first; a
         // later request that wants one of them is judged after it, alone.
         let mut tainted: HashSet<&ItemId> = HashSet::new();

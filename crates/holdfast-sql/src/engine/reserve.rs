@@ -24,8 +24,8 @@ pub(super) type Unheld = (ItemId, LocationId, i64);
 pub(super) enum Verdict {
     /// Not enough units even if every unit no live hold has were free.
     SoldOut(Vec<Shortfall>),
-    /// Perhaps enough; the ledger rows that exist, where the dialect can tell.
-    Maybe(Option<Vec<Key>>),
+    /// Perhaps enough; the ledger rows that exist.
+    Maybe(Vec<Key>),
 }
 
 /// A ledger row locked by this transaction, and what it has done to it.
@@ -92,7 +92,7 @@ impl<D: Dialect> SqlStore<D> {
                 let mut tx = D::begin(&self.pool, TxMode::Write).await?;
                 let _lease = tag::Lease::transaction();
                 let mut held = vec![BTreeMap::new(); req.lines().len()];
-                match self.slow_path(&mut tx, req, &spec, existing.as_deref(), &mut held).await {
+                match self.slow_path(&mut tx, req, &spec, &existing, &mut held).await {
                     Ok(prepared) => return self.insert_hold(tx, req, &held, prepared).await,
                     Err(Fail::LedgerBusy) => {
                         // Another process (or a batch's refill) is refilling:
@@ -167,18 +167,15 @@ impl<D: Dialect> SqlStore<D> {
 
     /// The cheap answer for a sold-out item: from one lock-free snapshot,
     /// the shortfalls when the request cannot be met even if every unit no
-    /// live hold has were free; otherwise the ledger rows that exist (`None`
-    /// when the dialect cannot tell), and the slow path must find out.
+    /// live hold has were free; otherwise the ledger rows that exist, and the
+    /// slow path must find out.
     async fn sold_out(&self, req: &ReserveRequest, spec: &Spec) -> Result<Verdict, Fail> {
-        Ok(match self.available(req.shop(), spec).await? {
-            Some(rows) => verdict(req, &rows),
-            None => Verdict::Maybe(None),
-        })
+        Ok(verdict(req, &self.available(req.shop(), spec).await?))
     }
 
     /// Units of each matching (item, location) that no live hold has, from
-    /// one lock-free snapshot (`None`: the dialect cannot tell cheaply).
-    pub(super) async fn available(&self, shop: &ShopId, spec: &Spec) -> Result<Option<Vec<Unheld>>, Fail> {
+    /// one lock-free snapshot.
+    pub(super) async fn available(&self, shop: &ShopId, spec: &Spec) -> Result<Vec<Unheld>, Fail> {
         let mut c = run::Solo::<D>::acquire(&self.pool).await?;
         let _lease = tag::Lease::start();
         let rows = D::available(&mut c, shop, spec).await?;
@@ -272,23 +269,17 @@ impl<D: Dialect> SqlStore<D> {
         tx: &mut Conn<D>,
         req: &ReserveRequest,
         spec: &Spec,
-        existing: Option<&[Key]>,
+        existing: &[Key],
         held: &mut [BTreeMap<LocationId, u32>],
     ) -> Result<Vec<Key>, Fail> {
         // Take the ledger locks without waiting: when another transaction
         // holds one, it is refilling that pool, and queueing behind it here —
         // each waiter then holding the lock through its own commit — would
         // serialise the whole herd. The caller waits for it holding nothing.
-        let rows = match existing {
-            Some(existing) => {
-                let rows = D::lock_ledgers(tx, req.shop(), spec, LedgerLock::Skip).await?;
-                if existing.iter().any(|k| !rows.iter().any(|r| r.item == k.0 && r.location == k.1)) {
-                    return Err(Fail::LedgerBusy);
-                }
-                rows
-            }
-            None => D::lock_ledgers(tx, req.shop(), spec, LedgerLock::Wait).await?,
-        };
+        let rows = D::lock_ledgers(tx, req.shop(), spec, LedgerLock::Skip).await?;
+        if existing.iter().any(|k| !rows.iter().any(|r| r.item == k.0 && r.location == k.1)) {
+            return Err(Fail::LedgerBusy);
+        }
         let mut ledgers: BTreeMap<Key, Locked> = rows
             .into_iter()
             .map(|row| ((row.item.clone(), row.location.clone()), Locked { row, prepared: false, dirty: false }))
@@ -523,6 +514,6 @@ pub(super) fn verdict(req: &ReserveRequest, rows: &[Unheld]) -> Verdict {
     let hopeless = if req.allow_partial() { !any_units } else { any_short };
     match hopeless {
         true => Verdict::SoldOut(shortfalls),
-        false => Verdict::Maybe(Some(rows.iter().map(|(i, l, _)| (i.clone(), l.clone())).collect())),
+        false => Verdict::Maybe(rows.iter().map(|(i, l, _)| (i.clone(), l.clone())).collect()),
     }
 }

@@ -21,7 +21,7 @@
 //! are a plain read, the events an insert. Shops without such a subscription
 //! never come here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use holdfast_core::{ItemId, ItemLevels, LocationId, ReservationId, ShopId, Topic};
 use serde_json::json;
@@ -128,26 +128,15 @@ impl<D: Dialect> SqlStore<D> {
 
 /// What is available at each (item, location) of `raised`, counted as the
 /// API counts it: from the pool, the ledger row, units returned and not yet
-/// folded, and the units of holds past their expiry (the dialect's lock-free
-/// sold-out check, which never sums the live holds; where the dialect has
-/// none, the item's levels).
+/// folded, and the units of holds past their expiry (the lock-free sold-out
+/// check's statement, which never sums the live holds).
 async fn available<D: Dialect>(
     tx: &mut Conn<D>,
     shop: &ShopId,
     raised: &BTreeMap<(ItemId, LocationId), i64>,
 ) -> sqlx::Result<BTreeMap<(ItemId, LocationId), i64>> {
     let spec: Vec<(ItemId, Option<LocationId>)> = raised.keys().map(|(i, l)| (i.clone(), Some(l.clone()))).collect();
-    if let Some(rows) = D::available(tx, shop, &spec).await? {
-        return Ok(rows.into_iter().map(|(i, l, n)| ((i, l), n)).collect());
-    }
-    let mut out = BTreeMap::new();
-    let items: BTreeSet<&ItemId> = raised.keys().map(|(item, _)| item).collect();
-    for item in items {
-        for l in item_levels::<D>(tx, shop, item).await?.locations {
-            out.insert((item.clone(), l.location), l.quantities.available);
-        }
-    }
-    Ok(out)
+    Ok(D::available(tx, shop, &spec).await?.into_iter().map(|(i, l, n)| ((i, l), n)).collect())
 }
 
 async fn item_levels<D: Dialect>(tx: &mut Conn<D>, shop: &ShopId, item: &ItemId) -> sqlx::Result<ItemLevels> {

@@ -387,12 +387,12 @@ impl Dialect for My {
         c: &mut MySqlConnection,
         shop: &ShopId,
         spec: &Spec,
-    ) -> sqlx::Result<Option<Vec<(ItemId, LocationId, i64)>>> {
+    ) -> sqlx::Result<Vec<(ItemId, LocationId, i64)>> {
         if spec.is_empty() {
-            return Ok(Some(Vec::new()));
+            return Ok(Vec::new());
         }
         let (sql, args) = with_candidates(raw!("available"), shop, spec, "");
-        MySql::fetch(c, &sql, &args).await?.iter().map(run::available::<Self>).collect::<sqlx::Result<_>>().map(Some)
+        MySql::fetch(c, &sql, &args).await?.iter().map(run::available::<Self>).collect()
     }
 
     async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, Error, IdempotencyKey, ReservationId, ReservationStatus, ReserveRequest, ShopId,
+    Allocation, Backend, Error, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest,
+    ShopId,
 };
 use serde_json::json;
 use sqlx::sqlite::{
@@ -46,6 +47,12 @@ macro_rules! q {
     ($name:literal) => {
         &*tag::sql(include_str!(concat!("queries/", $name, ".sql")))
     };
+}
+
+/// Candidate (item, location) pairs as the JSON array `lock_ledgers.sql`
+/// and `available.sql` read: `[item, location or null]` each.
+fn spec_json(spec: &Spec) -> String {
+    json!(spec.iter().map(|(i, l)| json!([i.as_str(), l.as_ref().map(|l| l.as_str())])).collect::<Vec<_>>()).to_string()
 }
 
 /// Opens the pool for a `sqlite:` URL: the file and its directory are
@@ -247,11 +254,19 @@ impl Dialect for Lite {
         spec: &Spec,
         _lock: LedgerLock,
     ) -> sqlx::Result<Vec<Ledger>> {
-        let spec =
-            json!(spec.iter().map(|(i, l)| json!([i.as_str(), l.as_ref().map(|l| l.as_str())])).collect::<Vec<_>>())
-                .to_string();
+        let spec = spec_json(spec);
         let rows = Sqlite::fetch(c, q!("lock_ledgers"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
         rows.iter().map(run::ledger::<Self>).collect()
+    }
+
+    async fn available(
+        c: &mut SqliteConnection,
+        shop: &ShopId,
+        spec: &Spec,
+    ) -> sqlx::Result<Vec<(ItemId, LocationId, i64)>> {
+        let spec = spec_json(spec);
+        let rows = Sqlite::fetch(c, q!("available"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
+        rows.iter().map(run::available::<Self>).collect()
     }
 
     async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {
