@@ -47,6 +47,13 @@ macro_rules! q {
     ($name:literal) => {
         &*tag::sql(include_str!(concat!("queries/", $name, ".sql")))
     };
+    // A statement whose text is followed by a shared fragment.
+    ($name:literal + $tail:literal) => {
+        &*tag::sql(concat!(
+            include_str!(concat!("queries/", $name, ".sql")),
+            include_str!(concat!("queries/", $tail, ".sql"))
+        ))
+    };
 }
 
 /// Candidate (item, location) pairs as the JSON array `lock_ledgers.sql`
@@ -255,7 +262,7 @@ impl Dialect for Lite {
         _lock: LedgerLock,
     ) -> sqlx::Result<Vec<Ledger>> {
         let spec = spec_json(spec);
-        let rows = Sqlite::fetch(c, q!("lock_ledgers"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
+        let rows = Sqlite::fetch(c, q!("lock_ledgers" + "candidates"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
         rows.iter().map(run::ledger::<Self>).collect()
     }
 
@@ -265,7 +272,7 @@ impl Dialect for Lite {
         spec: &Spec,
     ) -> sqlx::Result<Vec<(ItemId, LocationId, i64)>> {
         let spec = spec_json(spec);
-        let rows = Sqlite::fetch(c, q!("available"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
+        let rows = Sqlite::fetch(c, q!("available" + "candidates"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
         rows.iter().map(run::available::<Self>).collect()
     }
 

@@ -21,11 +21,4 @@ SELECT l.item_id, l.location_id,
                    WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000
                      AND r.shop_id = l.shop_id), 0)
        AS available
-FROM inventory_levels l
-WHERE l.shop_id = ?1
-  AND l.item_id IN (SELECT w.value ->> 0 FROM json_each(?2) AS w)
-  AND EXISTS (
-      SELECT 1 FROM json_each(?2) AS w
-      WHERE w.value ->> 0 = l.item_id
-        AND (w.value ->> 1 IS NULL OR w.value ->> 1 = l.location_id))
-ORDER BY l.item_id, l.location_id
+-- candidates.sql follows.
