@@ -262,7 +262,8 @@ impl Dialect for Lite {
         _lock: LedgerLock,
     ) -> sqlx::Result<Vec<Ledger>> {
         let spec = spec_json(spec);
-        let rows = Sqlite::fetch(c, q!("lock_ledgers" + "candidates"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
+        let rows =
+            Sqlite::fetch(c, q!("lock_ledgers" + "candidates"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
         rows.iter().map(run::ledger::<Self>).collect()
     }
 
@@ -272,7 +273,8 @@ impl Dialect for Lite {
         spec: &Spec,
     ) -> sqlx::Result<Vec<(ItemId, LocationId, i64)>> {
         let spec = spec_json(spec);
-        let rows = Sqlite::fetch(c, q!("available" + "candidates"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
+        let rows =
+            Sqlite::fetch(c, q!("available" + "candidates"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
         rows.iter().map(run::available::<Self>).collect()
     }
 
