@@ -297,10 +297,10 @@ type Verdict = (u64, Option<Box<Violation>>);
 /// smallest failing prefix, whose violation is reported.
 fn check_group(group: &[Op]) -> Verdict {
     match search(group.to_vec()) {
-        (steps, Ok(())) => (steps, None),
-        (steps, Err(v)) if v.gave_up => (steps, Some(v)),
-        (steps, Err(_)) => {
-            let (more, v) = smallest_failing_prefix(group);
+        (steps, Ok(()), _) => (steps, None),
+        (steps, Err(v), _) if v.gave_up => (steps, Some(v)),
+        (steps, Err(_), furthest) => {
+            let (more, v) = smallest_failing_prefix(group, furthest);
             (steps + more, Some(v))
         }
     }
@@ -388,22 +388,51 @@ fn prefix(ops: &[Op], t: i64) -> Vec<Op> {
 }
 
 /// A failing group cut at the earliest answer that no order explains: every
-/// prefix of a linearizable history is linearizable, so a binary search over
-/// the answers' times finds the first one after which the prefix fails.
+/// prefix of a linearizable history is linearizable, so a search over the
+/// answers' times finds the first one after which the prefix fails. A
+/// failing prefix is the expensive probe (the search must exhaust it), so
+/// the search starts at the furthest answer the group's search reached
+/// (`furthest`), where the failure usually is, and gallops back from there
+/// to a prefix that passes before it bisects.
 /// The violation names that answer, with the search's account of it.
-fn smallest_failing_prefix(ops: &[Op]) -> (u64, Box<Violation>) {
+fn smallest_failing_prefix(ops: &[Op], furthest: i64) -> (u64, Box<Violation>) {
     let mut times: Vec<i64> = ops.iter().filter(|o| !o.unknown()).map(|o| o.completed).collect();
     times.sort();
     times.dedup();
-    let (mut lo, mut hi) = (0usize, times.len() - 1);
     let mut steps = 0;
+    let mut probe = |i: usize| {
+        let (n, r, _) = search(prefix(ops, times[i]));
+        steps += n;
+        r
+    };
+    // Invariant: the prefix at times[hi] fails (the whole group does), and
+    // every prefix before times[lo] passes.
+    let (mut lo, mut hi) = (0usize, times.len() - 1);
     let mut failing = None;
-    // Invariant: the prefix at times[hi] fails (the whole group does).
+    let start = times.partition_point(|&t| t < furthest);
+    if start < hi
+        && let Err(v) = probe(start)
+    {
+        hi = start;
+        failing = Some(v);
+    }
+    let mut step = 1;
+    while step <= hi {
+        match probe(hi - step) {
+            Ok(()) => {
+                lo = hi - step + 1;
+                break;
+            }
+            Err(v) => {
+                hi -= step;
+                failing = Some(v);
+                step *= 2;
+            }
+        }
+    }
     while lo < hi {
         let mid = (lo + hi) / 2;
-        let (n, r) = search(prefix(ops, times[mid]));
-        steps += n;
-        match r {
+        match probe(mid) {
             Ok(()) => lo = mid + 1,
             Err(v) => {
                 hi = mid;
@@ -413,9 +442,9 @@ fn smallest_failing_prefix(ops: &[Op]) -> (u64, Box<Violation>) {
     }
     let cut = prefix(ops, times[hi]);
     let mut v = match failing {
-        Some(v) if hi == lo => v,
-        _ => {
-            let (n, r) = search(cut.clone());
+        Some(v) => v,
+        None => {
+            let (n, r, _) = search(cut.clone());
             steps += n;
             r.expect_err("the whole group fails")
         }
@@ -744,13 +773,16 @@ fn zobrist(i: usize, ghost: bool) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Searches one group. Returns the steps taken and the verdict.
-fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
+/// Searches one group. Returns the steps taken, the verdict, and the time of
+/// the furthest answer the search reached.
+fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>, i64) {
     let mut s = Search::new(&ops);
     let mut memo: HashSet<(usize, u64, u64)> = HashSet::new();
     let mut stack: Vec<Frame> = Vec::new();
+    let mut furthest = i64::MIN;
     loop {
-        let Some(d) = s.advance() else { return (s.steps, Ok(())) };
+        let Some(d) = s.advance() else { return (s.steps, Ok(()), i64::MAX) };
+        furthest = furthest.max(s.op(d).completed);
         if s.steps > STEP_BUDGET {
             let v = Violation {
                 op: s.op(d).clone(),
@@ -760,14 +792,14 @@ fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>) {
                 concurrent: Vec::new(),
                 gave_up: true,
             };
-            return (s.steps, Err(Box::new(v)));
+            return (s.steps, Err(Box::new(v)), furthest);
         }
         // A choice point met before in this state leads nowhere new.
         if memo.insert((s.pos, s.lin, s.model.hash())) {
             stack.push(s.frame(d));
         }
         loop {
-            let Some(f) = stack.last_mut() else { return (s.steps, Err(Box::new(s.violation()))) };
+            let Some(f) = stack.last_mut() else { return (s.steps, Err(Box::new(s.violation())), furthest) };
             let (d, k) = (f.d, f.next);
             f.next += 1;
             s.restore(f);
