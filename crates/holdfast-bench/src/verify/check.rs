@@ -77,6 +77,15 @@ impl std::fmt::Display for Violation {
     }
 }
 
+/// Up to 40 operations whose interval overlaps `op`'s, for a report.
+fn concurrent_with(ops: &[Op], op: &Op) -> Vec<Op> {
+    ops.iter()
+        .filter(|x| x.n != op.n && x.invoked <= op.completed && x.completed >= op.invoked)
+        .take(40)
+        .cloned()
+        .collect()
+}
+
 fn describe(o: &Op) -> String {
     let end = if o.completed == i64::MAX { "never".to_string() } else { o.completed.to_string() };
     format!("op {} client {} [{} .. {}] {:?} -> {:?}", o.n, o.client, o.invoked, end, o.call, o.answer)
@@ -296,7 +305,7 @@ type Verdict = (u64, Option<Box<Violation>>);
 /// Searches one group; a group no order explains is cut down to its
 /// smallest failing prefix, whose violation is reported.
 fn check_group(group: &[Op]) -> Verdict {
-    match search(group.to_vec()) {
+    match search(group) {
         (steps, Ok(()), _) => (steps, None),
         (steps, Err(v), _) if v.gave_up => (steps, Some(v)),
         (steps, Err(_), furthest) => {
@@ -401,7 +410,7 @@ fn smallest_failing_prefix(ops: &[Op], furthest: i64) -> (u64, Box<Violation>) {
     times.dedup();
     let mut steps = 0;
     let mut probe = |i: usize| {
-        let (n, r, _) = search(prefix(ops, times[i]));
+        let (n, r, _) = search(&prefix(ops, times[i]));
         steps += n;
         r
     };
@@ -440,11 +449,10 @@ fn smallest_failing_prefix(ops: &[Op], furthest: i64) -> (u64, Box<Violation>) {
             }
         }
     }
-    let cut = prefix(ops, times[hi]);
     let mut v = match failing {
         Some(v) => v,
         None => {
-            let (n, r, _) = search(cut.clone());
+            let (n, r, _) = search(&prefix(ops, times[hi]));
             steps += n;
             r.expect_err("the whole group fails")
         }
@@ -458,12 +466,7 @@ fn smallest_failing_prefix(ops: &[Op], furthest: i64) -> (u64, Box<Violation>) {
             );
             v.op = culprit.clone();
         }
-        v.concurrent = ops
-            .iter()
-            .filter(|x| x.n != culprit.n && x.invoked <= culprit.completed && x.completed >= culprit.invoked)
-            .take(40)
-            .cloned()
-            .collect();
+        v.concurrent = concurrent_with(ops, culprit);
     }
     (steps, v)
 }
@@ -754,13 +757,7 @@ impl<'a> Search<'a> {
     fn violation(&self) -> Violation {
         let w = self.worst.as_ref().expect("a failed search met a dead end");
         let op = self.ops[w.op].clone();
-        let concurrent = self
-            .ops
-            .iter()
-            .filter(|x| x.n != op.n && x.invoked <= op.completed && x.completed >= op.invoked)
-            .take(40)
-            .cloned()
-            .collect();
+        let concurrent = concurrent_with(self.ops, &op);
         let before = w.before.iter().map(|&i| self.ops[i].clone()).collect();
         Violation { op, why: w.why.clone(), state: w.state.clone(), before, concurrent, gave_up: false }
     }
@@ -775,8 +772,8 @@ fn zobrist(i: usize, ghost: bool) -> u64 {
 
 /// Searches one group. Returns the steps taken, the verdict, and the time of
 /// the furthest answer the search reached.
-fn search(ops: Vec<Op>) -> (u64, Result<(), Box<Violation>>, i64) {
-    let mut s = Search::new(&ops);
+fn search(ops: &[Op]) -> (u64, Result<(), Box<Violation>>, i64) {
+    let mut s = Search::new(ops);
     let mut memo: HashSet<(usize, u64, u64)> = HashSet::new();
     let mut stack: Vec<Frame> = Vec::new();
     let mut furthest = i64::MIN;
