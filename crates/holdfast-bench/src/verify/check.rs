@@ -87,7 +87,7 @@ fn concurrent_with(ops: &[Op], op: &Op) -> Vec<Op> {
 }
 
 fn describe(o: &Op) -> String {
-    let end = if o.completed == i64::MAX { "never".to_string() } else { o.completed.to_string() };
+    let end = if o.unknown() { "lost".to_string() } else { o.completed.to_string() };
     format!("op {} client {} [{} .. {}] {:?} -> {:?}", o.n, o.client, o.invoked, end, o.call, o.answer)
 }
 
@@ -128,7 +128,7 @@ pub fn operations(events: &[Event]) -> (Vec<Op>, usize) {
                         call: call.clone(),
                         answer: Answer::Unknown { reason: "no answer recorded".into() },
                         invoked: *at,
-                        completed: i64::MAX,
+                        completed: *at + GHOST_COMMIT_US,
                     },
                 );
             }
@@ -184,15 +184,33 @@ pub fn check(events: &[Event]) -> Report {
     }
     lapses.sort();
     lapses.dedup();
-    // A lost reserve may have made a hold that nobody's answer names: it
-    // expires `ttl` after its commit, which came after the call and (at the
-    // latest) before the client gave up waiting.
-    let mut ghost_lapses: Vec<(i64, i64, Vec<String>)> = Vec::new();
-    for o in &ops {
-        if let (Call::Reserve { ttl, .. }, true) = (&o.call, o.unknown()) {
-            ghost_lapses.push((ghost_hold(o.n), o.invoked + *ttl as i64 * 1_000_000, items_of(&o.call)));
+    // A lost reserve may have made a hold that nobody's answer names, and a
+    // lost extend may have moved a hold's expiry to a time no answer names:
+    // such a hold expires `ttl` after the lost op took effect, which was
+    // after its call and, at the latest, when it could last take effect.
+    let mut ghost_lapses: Vec<(i64, &Op, i64)> = Vec::new();
+    for o in ops.iter().filter(|o| o.unknown()) {
+        match &o.call {
+            Call::Reserve { ttl, .. } => {
+                items_of_id.insert(ghost_hold(o.n), items_of(&o.call));
+                ghost_lapses.push((ghost_hold(o.n), o, *ttl as i64 * 1_000_000));
+            }
+            Call::Extend { id, ttl } => ghost_lapses.push((*id, o, *ttl as i64 * 1_000_000)),
+            _ => {}
         }
     }
+    let ghost_lapses: Vec<Op> = ghost_lapses
+        .into_iter()
+        .enumerate()
+        .map(|(k, (id, lost, ttl))| Op {
+            n: u64::MAX / 4 - k as u64,
+            client: 0,
+            call: Call::Lapse { id, at: lost.invoked + ttl },
+            answer: Answer::Refused { code: "expires".into(), lines: Vec::new() },
+            invoked: lost.invoked + ttl - SLACK_US,
+            completed: lost.completed + ttl + SLACK_US,
+        })
+        .collect();
     // A stock change's level is read after it commits: the change is one
     // step, the read of its answer another, later in the same interval.
     let mut ops = ops;
@@ -215,17 +233,7 @@ pub fn check(events: &[Event]) -> Report {
             completed: at + SLACK_US,
         });
     }
-    for (k, (id, at, items)) in ghost_lapses.into_iter().enumerate() {
-        items_of_id.insert(id, items);
-        ops.push(Op {
-            n: u64::MAX / 4 - k as u64,
-            client: 0,
-            call: Call::Lapse { id, at },
-            answer: Answer::Refused { code: "expires".into(), lines: Vec::new() },
-            invoked: at - SLACK_US,
-            completed: at + GHOST_COMMIT_US + SLACK_US,
-        });
-    }
+    ops.extend(ghost_lapses);
     let items = |o: &Op| -> Vec<String> {
         match &o.call {
             Call::Claim { id } | Call::Release { id } | Call::Extend { id, .. } | Call::Lapse { id, .. } => {
@@ -325,7 +333,9 @@ fn check_group(group: &[Op]) -> Verdict {
 ///   hold (a later attempt would have found it), so they go; answered
 ///   `created: false` as the first answer its key ever had: exactly one lost
 ///   attempt made the hold that answer names, somewhere between the first
-///   call and that answer, so the chain becomes that one creation;
+///   call and that answer, so the chain becomes that one creation; answered
+///   `created: false` with a reservation an answer named before the chain
+///   began: every attempt was a replay, so they go;
 /// - a claim or release: the chain is one change (or none, if refused)
 ///   somewhere between the first call and the answer.
 ///
@@ -341,6 +351,14 @@ fn collapse_retries(ops: Vec<Op>) -> Vec<Op> {
         if let Call::Reserve { key, .. } = &o.call {
             let e = first_call_of_key.entry(key.clone()).or_insert(o.invoked);
             *e = (*e).min(o.invoked);
+        }
+    }
+    // When an answer first named each reservation.
+    let mut named_at: HashMap<i64, i64> = HashMap::new();
+    for o in by_client.values().flatten() {
+        if let Answer::Reservation(h) = &o.answer {
+            let e = named_at.entry(h.id).or_insert(o.completed);
+            *e = (*e).min(o.completed);
         }
     }
     let mut out = Vec::new();
@@ -365,6 +383,11 @@ fn collapse_retries(ops: Vec<Op>) -> Vec<Op> {
                         made.created = Some(true);
                         out.push(Op { answer: Answer::Reservation(made), completed: last.completed, ..first.clone() });
                         out.push(last.clone());
+                    } else if named_at.get(&h.id).is_some_and(|&t| t < first.invoked) {
+                        // A replay of a key whose reservation an answer named
+                        // before the first attempt: every attempt was a
+                        // replay, which changes nothing.
+                        out.push(last.clone());
                     } else {
                         // A replay of an older key: leave the attempts lost.
                         out.extend(list[i..=j].iter().cloned());
@@ -388,7 +411,7 @@ fn prefix(ops: &[Op], t: i64) -> Vec<Op> {
         .map(|o| {
             let mut o = o.clone();
             if o.completed > t {
-                o.completed = i64::MAX;
+                o.completed = o.completed.max(o.invoked + GHOST_COMMIT_US);
                 o.answer = Answer::Unknown { reason: "answered after the cut".into() };
             }
             o
@@ -693,7 +716,15 @@ impl<'a> Search<'a> {
         }
         let k = k - 1;
         if let Some(&w) = self.pending.get(k) {
+            let mark = self.model.mark();
             if w == d || self.reads[w] || !self.take(w) {
+                return Alt::Failed;
+            }
+            // A lapse that changes nothing now may change something later,
+            // and never makes an answer right: taken here it would only
+            // double the states (every subset of such lapses taken early
+            // is another one). The frame's restore puts it back.
+            if matches!(self.op(w).call, Call::Lapse { .. }) && self.model.mark() == mark {
                 return Alt::Failed;
             }
             self.take_reads();
@@ -706,7 +737,7 @@ impl<'a> Search<'a> {
         if lost.invoked > o.completed {
             return Alt::Exhausted;
         }
-        if self.ghost_used[g] || lost.invoked + GHOST_COMMIT_US + SLACK_US < self.floor {
+        if self.ghost_used[g] || lost.completed + SLACK_US < self.floor {
             return Alt::Failed;
         }
         // Only a lost op that makes the returning op's answer right: one that
@@ -1278,6 +1309,94 @@ mod tests {
             .op(1, 10, Some(30), set(5), level(q(5, 0, 0)))
             .check();
         assert_eq!(r.violations.len(), 1, "a level missing an earlier hold passed");
+    }
+
+    #[test]
+    fn a_lost_extend_moves_the_expiry_within_its_window() {
+        let t0 = 1_000 * S;
+        let hold = Answer::Reservation(Held {
+            id: 4,
+            status: "held".into(),
+            expires_at: t0 + 10_000 + S,
+            lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
+            created: Some(true),
+        });
+        let levels = |reserved| Answer::Levels { locations: vec![("a".into(), q(1, reserved, 0))] };
+        let read = || Call::Levels { item: "i".into() };
+        let lost = || Answer::Unknown { reason: "lost".into() };
+        let history = |late: i64| {
+            H::default()
+                .stock(0, 1, 1, q(1, 0, 0))
+                .op(1, 10, Some(11), one_second("k"), hold.clone())
+                // An extend by 2 s, called before the 1 s hold ran out; its
+                // answer was lost.
+                .op(1, 500, None, Call::Extend { id: 4, ttl: 2 }, lost())
+                // After the first expiry the hold is still there: the
+                // extend took effect.
+                .op(2, 2_000, Some(2_001), read(), levels(1))
+                .op(2, late, Some(late + 1), read(), levels(1))
+                .check()
+        };
+        // Still held 5 s after the call: the extend may have committed up to
+        // 6 s after its call, 2 s before this.
+        let r = history(5_000);
+        assert!(r.ok(), "{}", r.violations[0]);
+        // Held 9 s after: later than any moment the extend could have set.
+        refused_at(&history(9_000), 5);
+    }
+
+    #[test]
+    fn finds_a_hold_made_after_its_retry_was_refused() {
+        // The first attempt's answer was lost; its retry was refused for lack
+        // of stock; yet a later replay of the key finds a hold. A store that
+        // refuses a key while its first attempt is still making the hold
+        // answers this way: the buyer was told "no" and holds the unit.
+        let lost = || Answer::Unknown { reason: "lost".into() };
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, None, reserve("k1", 1), lost())
+            .op(1, 20, Some(22), reserve("k1", 1), short(1, 0))
+            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
+            .check();
+        // The retry says the lost attempt made no hold (a later attempt would
+        // have found it), so the unit was free and the refusal is the wrong
+        // answer.
+        refused_at(&r, 3);
+    }
+
+    #[test]
+    fn lost_replays_of_an_old_key_do_not_hide_an_oversell() {
+        let t0 = 1_000 * S;
+        let hold = |id, from_ms: i64, created| {
+            Answer::Reservation(Held {
+                id,
+                status: "held".into(),
+                expires_at: t0 + from_ms * 1_000 + S,
+                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
+                created: Some(created),
+            })
+        };
+        let lost = || Answer::Unknown { reason: "lost".into() };
+        let mut h = H::default();
+        h.stock(0, 1, 2, q(2, 0, 0)).op(1, 10, Some(11), one_second("k1"), hold(7, 10, true));
+        // Replays of k1, which already has its hold: one client's end with an
+        // answer, another's never do. Each may have taken effect (it changes
+        // nothing) and brings a lapse step of its own.
+        for i in 0..25 {
+            h.op(2, 20 + 10 * i, None, one_second("k1"), lost());
+            h.op(3, 25 + 10 * i, None, one_second("k1"), lost());
+        }
+        h.op(2, 400, Some(401), one_second("k1"), hold(7, 10, false));
+        // After hold 7 lapsed, three buyers hold the two units.
+        h.op(4, 3_000, Some(3_010), one_second("k2"), hold(8, 3_000, true))
+            .op(5, 3_100, Some(3_110), one_second("k3"), hold(9, 3_100, true))
+            .op(6, 3_200, Some(3_210), one_second("k4"), hold(10, 3_200, true));
+        let r = h.check();
+        refused_at(&r, h.n);
+        assert!(!r.violations[0].gave_up);
+        // Each subset of the no-op lapses taken early would be a state of
+        // its own: 2^25 of them.
+        assert!(r.steps < 10_000, "{} steps", r.steps);
     }
 
     #[test]

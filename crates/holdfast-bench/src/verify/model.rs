@@ -79,7 +79,8 @@ enum Undo {
 
 /// One operation as the checker sees it: the call, the answer (`Unknown`
 /// for an operation that may or may not have taken effect) and when it was
-/// invoked and completed (microseconds; `i64::MAX` for no completion).
+/// invoked and completed (microseconds; for a lost answer, the last moment
+/// the operation may have taken effect).
 #[derive(Debug, Clone)]
 pub struct Op {
     pub n: u64,
@@ -277,14 +278,14 @@ impl Model {
             Call::Extend { id, ttl } => self.settle(op, *id, Status::Held, Some(*ttl), ghost),
             Call::Stock { item, location, change, n } => self.stock_change(op, item, location, change, *n, ghost),
             Call::Lapse { id, at } => {
-                // The hold expires now if this is still its expiry time. A
-                // hold a lost reserve made (negative id) lapses by that
-                // reserve's own step, whose window covers when it may have
-                // committed.
+                // The hold expires now if this is still its expiry time. An
+                // expiry a lost reserve or extend set is exactly the `at` of
+                // that op's own step, whose window covers when it may have
+                // taken effect; one an answer named is within the slack of
+                // the answer's step.
                 if let Some(h) = self.holds.get(id)
                     && h.status == Status::Held
-                    && (h.expiry_unknown == (*id < 0))
-                    && (h.expires_at - at).abs() <= SLACK_US
+                    && if h.expiry_unknown { h.expires_at == *at } else { (h.expires_at - at).abs() <= SLACK_US }
                 {
                     self.transition(*id, Status::Expired);
                 }
