@@ -22,18 +22,39 @@
 //! Gates are taken in item order, so two carts with the same items in other
 //! orders cannot wait for each other. A gate is dropped from the map once
 //! nobody holds or waits for it.
+//!
+//! The same gates, keyed by idempotency key ([`KeyGates`]), put one key's
+//! reserves of this process one after another: a retry sent while its key's
+//! first attempt is still under way (its caller gave up waiting, the attempt
+//! goes on) waits for that attempt and answers with what it made, instead of
+//! looking for units the attempt is about to hold.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use holdfast_core::{ItemId, ShopId};
+use std::hash::Hash;
+
+use holdfast_core::{IdempotencyKey, ItemId, ShopId};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 type Gate = AsyncMutex<()>;
+type GateMap<K> = HashMap<(ShopId, K), Weak<Gate>>;
 
-#[derive(Debug, Default)]
-pub(crate) struct Gates {
-    map: Mutex<HashMap<(ShopId, ItemId), Weak<Gate>>>,
+/// Gates per (shop, `K`): per item in front of the ledger, per idempotency
+/// key in front of a reserve.
+#[derive(Debug)]
+pub(crate) struct Gates<K = ItemId> {
+    /// The gates, and the size at which the idle ones are next dropped.
+    map: Mutex<(GateMap<K>, usize)>,
+}
+
+/// One reserve of an idempotency key at a time.
+pub(crate) type KeyGates = Gates<IdempotencyKey>;
+
+impl<K> Default for Gates<K> {
+    fn default() -> Self {
+        Self { map: Mutex::new((HashMap::new(), 1024)) }
+    }
 }
 
 /// The gates of one slow path, held until dropped.
@@ -50,17 +71,20 @@ impl Pass {
     }
 }
 
-impl Gates {
-    /// Takes the gates of `items` of `shop`, in item order. With `queue`, it
+impl<K: Clone + Ord + Hash> Gates<K> {
+    /// Takes the gates of `items` of `shop`, in order. With `queue`, it
     /// waits for each (first come, first served); without, when one is taken
     /// it waits for that gate to come free, takes nothing and says `None`.
     pub(crate) async fn enter<'a>(
         &self,
         shop: &ShopId,
-        items: impl IntoIterator<Item = &'a ItemId>,
+        items: impl IntoIterator<Item = &'a K>,
         queue: bool,
-    ) -> Option<Pass> {
-        let mut items: Vec<&ItemId> = items.into_iter().collect();
+    ) -> Option<Pass>
+    where
+        K: 'a,
+    {
+        let mut items: Vec<&K> = items.into_iter().collect();
         items.sort();
         items.dedup();
         let (mut held, mut waited) = (Vec::with_capacity(items.len()), false);
@@ -82,14 +106,17 @@ impl Gates {
         Some(Pass { _held: held, waited })
     }
 
-    fn gate(&self, shop: &ShopId, item: &ItemId) -> Arc<Gate> {
-        let mut map = self.map.lock().expect("ledger gates");
+    fn gate(&self, shop: &ShopId, item: &K) -> Arc<Gate> {
+        let (map, limit) = &mut *self.map.lock().expect("ledger gates");
         let key = (shop.clone(), item.clone());
         if let Some(g) = map.get(&key).and_then(Weak::upgrade) {
             return g;
         }
-        if map.len() >= 1024 {
+        if map.len() >= *limit {
+            // Twice what is still in use, so that many gates in use at once
+            // do not make every new one scan them all.
             map.retain(|_, g| g.strong_count() > 0);
+            *limit = (2 * map.len()).max(1024);
         }
         let g = Arc::new(Gate::new(()));
         map.insert(key, Arc::downgrade(&g));
@@ -109,7 +136,7 @@ mod tests {
 
     #[tokio::test]
     async fn gates_are_taken_in_turn() {
-        let gates = Arc::new(Gates::default());
+        let gates: Arc<Gates> = Arc::new(Gates::default());
         let shop = ShopId::new("s").unwrap();
         let first = gates.enter(&shop, [&item("b"), &item("a")], true).await.expect("queued");
         assert!(!first.waited());
@@ -142,11 +169,11 @@ mod tests {
 
     #[tokio::test]
     async fn idle_gates_are_forgotten() {
-        let gates = Gates::default();
+        let gates: Gates = Gates::default();
         let shop = ShopId::new("s").unwrap();
         for n in 0..3000 {
             drop(gates.enter(&shop, [&item(&format!("i{n}"))], false).await);
         }
-        assert!(gates.map.lock().unwrap().len() <= 1024);
+        assert!(gates.map.lock().unwrap().0.len() <= 1024);
     }
 }

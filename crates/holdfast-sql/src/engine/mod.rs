@@ -119,6 +119,8 @@ pub(crate) struct SqlStore<D: Dialect> {
     counters: Counters,
     /// At most one slow path per (shop, item) of this process at the ledger.
     gates: gate::Gates,
+    /// One reserve per (shop, idempotency key) of this process at a time.
+    keys: gate::KeyGates,
     /// `None` when coalescing is off.
     coalesce: Option<Coalescers>,
     /// Who wants which events (webhooks.rs).
@@ -148,8 +150,8 @@ impl<D: Dialect> SqlStore<D> {
                 sweeps: Coalescer::new("expire", batch, 1),
             }
         });
-        let (counters, gates, outbox) = (Counters::default(), gate::Gates::default(), Default::default());
-        Self { pool, cfg, counters, gates, coalesce, outbox, me }
+        let (counters, gates, keys, outbox) = Default::default();
+        Self { pool, cfg, counters, gates, keys, coalesce, outbox, me }
     }
 
     /// A claim, release or extend: in a batch of its shop's, or alone.
@@ -340,6 +342,8 @@ impl<D: Dialect> Store for SqlStore<D> {
 /// The operations of the [`Store`] impl, run on their own tasks.
 impl<D: Dialect> SqlStore<D> {
     async fn reserve_here(&self, req: ReserveRequest) -> Result<Reserved, Error> {
+        // A retry waits for its key's attempt under way (gate.rs).
+        let _key = self.keys.enter(req.shop(), [req.key()], true).await;
         let Some(c) = &self.coalesce else {
             return self.reserve_alone(&req).await;
         };
