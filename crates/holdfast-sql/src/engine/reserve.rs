@@ -350,12 +350,16 @@ impl<D: Dialect> SqlStore<D> {
             }
         }
 
+        // Whether this reserve will commit a hold: then a hold about to
+        // expire where it came up short counts as in flight (`in_flight`).
+        let commits = (still_short.is_empty() || req.allow_partial()) && held.iter().any(|h| total(h) > 0);
+
         // Candidate order: a candidate passed over for a later one must have
         // been short for good, not because another transaction has its units
         // in flight (a sweeper releasing an expired hold, a fast path that
         // may roll back). Otherwise start over once they have landed.
         for (item, loc) in &passed_over {
-            if self.in_flight(tx, req.shop(), item, loc).await? > 0 {
+            if self.in_flight(tx, req.shop(), item, loc, commits).await? > 0 {
                 return Err(Fail::Contended);
             }
         }
@@ -367,7 +371,7 @@ impl<D: Dialect> SqlStore<D> {
             // shortage real.
             for (i, candidates) in &still_short {
                 for loc in candidates {
-                    if self.in_flight(tx, req.shop(), &req.lines()[*i].item, loc).await? > 0 {
+                    if self.in_flight(tx, req.shop(), &req.lines()[*i].item, loc, commits).await? > 0 {
                         return Err(Fail::Contended);
                     }
                 }

@@ -9,21 +9,20 @@
 -- flight too: this transaction folded what it saw when it first came up short
 -- here, and a later step of the same reserve (the expiry of a hold with units
 -- at another of its lines' locations) may have returned more since.
--- Holds that expire within the next 250 ms count as well: a reserve that
--- answers "short here" commits a little after it looks, and were a hold here
--- to expire in between, a read in between would count that hold's units as
--- free without the reserve's hold, an order no single inventory has. So the
--- reserve starts over until the hold has expired. The commit can land well
--- after the look (over 79 ms on a busy 2-core machine and right after a crash
--- recovery), hence the wide margin; a reserve that meets such a hold waits
--- at most that long.
+-- Holds that expire within the next margin (the last argument, in ms) count
+-- as well. A reserve that will commit a hold (a partial one, or one that
+-- passed over this location for a later candidate) commits a little after it
+-- looks, and were a hold here to expire in between, a read in between would
+-- count that hold's units as free without the reserve's hold, an order no
+-- single inventory has; such a reserve looks with a margin and starts over
+-- until the hold has expired. A refusal commits nothing: it needs none.
 SELECT (SELECT count(*) FROM reservation_units u
         WHERE u.shop_id = $1 AND u.item_id = $2 AND u.location_id = $3)
      + (SELECT count(*) FROM reservations r
         JOIN reserved_quantities q
           ON q.shop_id = r.shop_id AND q.reservation_id = r.id
          AND q.item_id = $2 AND q.location_id = $3 AND q.state = 'held'
-        WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() + interval '250 milliseconds'
+        WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() + $4 * interval '1 millisecond'
           AND r.shop_id = $1)
      + (SELECT COALESCE(sum(q.quantity), 0) FROM reserved_quantities q
         WHERE q.shop_id = $1 AND q.item_id = $2 AND q.location_id = $3 AND q.state = 'returned') AS n
