@@ -156,6 +156,36 @@ impl Model {
         self.hash
     }
 
+    /// How far a read's answer is from this state: the units by which its
+    /// quantities differ (a location missing or extra counts as many units
+    /// as it holds, plus one). `None` for an op that is not a read of levels.
+    pub fn distance(&self, op: &Op) -> Option<i64> {
+        let apart = |a: &Qty, b: &Qty| {
+            (a.on_hand - b.on_hand).abs() + (a.reserved - b.reserved).abs() + (a.committed - b.committed).abs()
+        };
+        let size = |q: &Qty| q.on_hand.abs() + q.reserved.abs() + q.committed.abs() + 1;
+        let qty = |item: &str, l: &str| self.stock_of(item, l).unwrap_or_default().qty();
+        match (&op.call, &op.answer) {
+            (Call::Read { item, location, .. }, Answer::Level { qty: got, .. }) => {
+                Some(apart(&qty(item, location), got))
+            }
+            (Call::Levels { item }, Answer::Levels { locations }) => {
+                let want = self.locations_of(item);
+                let mut d: i64 = locations
+                    .iter()
+                    .map(|(l, got)| if want.contains(l) { apart(&qty(item, l), got) } else { size(got) })
+                    .sum();
+                d += want
+                    .iter()
+                    .filter(|l| !locations.iter().any(|(g, _)| g == *l))
+                    .map(|l| size(&qty(item, l)))
+                    .sum::<i64>();
+                Some(d)
+            }
+            _ => None,
+        }
+    }
+
     pub fn mark(&self) -> usize {
         self.log.len()
     }
