@@ -554,6 +554,9 @@ struct Search<'a> {
     ops: &'a [Op],
     definite: Vec<usize>,
     ghosts: Vec<usize>,
+    /// Per lost op: the definite op that is its own lapse step (a lost
+    /// reserve's or extend's), which must not come before it.
+    ghost_lapse: Vec<Option<usize>>,
     /// Per definite op: it is a read.
     reads: Vec<bool>,
     entries: Vec<Entry>,
@@ -594,7 +597,25 @@ impl<'a> Search<'a> {
             timed.push((ops[o].completed, 1, Entry::Ret(d)));
         }
         timed.sort_by_key(|e| (e.0, e.1));
+        let lapse_of: HashMap<(i64, i64), usize> = (definite.iter().enumerate())
+            .filter_map(|(d, &o)| match ops[o].call {
+                Call::Lapse { id, at } => Some(((id, at), d)),
+                _ => None,
+            })
+            .collect();
+        let ghost_lapse = (ghosts.iter())
+            .map(|&g| {
+                let o = &ops[g];
+                let key = match &o.call {
+                    Call::Reserve { ttl, .. } => (ghost_hold(o.n), o.invoked + *ttl as i64 * 1_000_000),
+                    Call::Extend { id, ttl } => (*id, o.invoked + *ttl as i64 * 1_000_000),
+                    _ => return None,
+                };
+                lapse_of.get(&key).copied()
+            })
+            .collect();
         Self {
+            ghost_lapse,
             reads: definite.iter().map(|&o| ops[o].read_only()).collect(),
             taken: vec![false; definite.len()],
             ghost_used: vec![false; ghosts.len()],
@@ -737,7 +758,11 @@ impl<'a> Search<'a> {
         if lost.invoked > o.completed {
             return Alt::Exhausted;
         }
-        if self.ghost_used[g] || lost.completed + SLACK_US < self.floor {
+        // A lost op takes effect before its own lapse step, never after.
+        if self.ghost_used[g]
+            || lost.completed + SLACK_US < self.floor
+            || self.ghost_lapse[g].is_some_and(|l| self.taken[l])
+        {
             return Alt::Failed;
         }
         // Only a lost op that makes the returning op's answer right, or, for
@@ -1346,6 +1371,54 @@ mod tests {
         assert!(r.ok(), "{}", r.violations[0]);
         // Held 9 s after: later than any moment the extend could have set.
         refused_at(&history(9_000), 5);
+
+        // An extend may also shorten a hold: a 3 s hold extended by 1 s
+        // half a second in. Held 9 s in is later than either expiry allows.
+        let three = Answer::Reservation(Held {
+            id: 4,
+            status: "held".into(),
+            expires_at: t0 + 10_000 + 3 * S,
+            lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
+            created: Some(true),
+        });
+        let shortened = |reserved| {
+            let ttl3 = Call::Reserve {
+                key: "k".into(),
+                lines: vec![Line { item: "i".into(), qty: 1, locations: Some(vec!["a".into()]) }],
+                ttl: 3,
+                partial: false,
+                split: false,
+            };
+            H::default()
+                .stock(0, 1, 1, q(1, 0, 0))
+                .op(1, 10, Some(11), ttl3, three.clone())
+                .op(1, 500, None, Call::Extend { id: 4, ttl: 1 }, lost())
+                .op(2, 9_000, Some(9_001), read(), levels(reserved))
+                .check()
+        };
+        refused_at(&shortened(1), 4);
+        let r = shortened(0);
+        assert!(r.ok(), "{}", r.violations[0]);
+    }
+
+    #[test]
+    fn a_lost_reserve_takes_effect_before_its_hold_lapses() {
+        // A lost 1 s reserve and nothing else for 10 s: its lapse step is
+        // taken at its return, so the reserve cannot come after it and leave
+        // a hold that never lapses.
+        let lost = || Answer::Unknown { reason: "lost".into() };
+        let r = H::default()
+            .stock(0, 1, 1, q(1, 0, 0))
+            .op(1, 10, None, one_second("k1"), lost())
+            .op(
+                2,
+                10_000,
+                Some(10_001),
+                Call::Levels { item: "i".into() },
+                Answer::Levels { locations: vec![("a".into(), q(1, 1, 0))] },
+            )
+            .check();
+        refused_at(&r, 3);
     }
 
     #[test]

@@ -532,7 +532,10 @@ impl Model {
             match ttl {
                 Some(t) if h.status == Held => {
                     let mut moved = h;
-                    moved.expires_at = moved.expires_at.max(op.invoked + t as i64 * 1_000_000);
+                    // An extend sets the expiry to `ttl` after it runs,
+                    // shorter than before or longer: its own lapse step
+                    // (check.rs) covers when that was.
+                    moved.expires_at = op.invoked + t as i64 * 1_000_000;
                     moved.expiry_unknown = true;
                     self.set_hold(id, Some(moved));
                 }
