@@ -69,7 +69,8 @@ statements! { $;
     FindByKey => "find_by_key",
     /// (shop, ids: a JSON array) → their quantities, with `reservation_id`.
     Lines => "lines",
-    /// (shop, item) → quantities per location.
+    /// (shop, item, the caller's time) → quantities per location, and
+    /// whether each is `unsettled` ([`crate::run::levels_of`]).
     Levels => "levels",
     /// (shop or NULL) → the invariant's terms per (shop, item, location),
     /// and units no ledger row accounts for (orphans).

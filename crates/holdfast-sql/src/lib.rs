@@ -91,8 +91,9 @@ pub async fn connect(opts: &ConnectOptions) -> Result<Arc<dyn Store>, Error> {
     Ok(open(opts).await?.store)
 }
 
-/// Sends requests to the database as one coalesced batch, as they are: for
-/// tests that must know which requests share a batch.
+/// For tests that must control what the engine sends together or when:
+/// requests sent to the database as one coalesced batch, as they are, and
+/// level reads sharing one snapshot.
 #[cfg(feature = "testing")]
 #[async_trait::async_trait]
 pub trait BatchReserve: Send + Sync {
@@ -109,6 +110,17 @@ pub trait BatchReserve: Send + Sync {
         shop: &holdfast_core::ShopId,
         ops: Vec<(holdfast_core::ReservationId, holdfast_core::Settle)>,
     ) -> Vec<Result<holdfast_core::Reservation, Error>>;
+
+    /// Two reads of an item's levels in one snapshot, `between` apart, each
+    /// with whether it is unsettled (a hold of the item expired between a
+    /// time before the snapshot and the read, so the read cannot say
+    /// whether it had expired at the snapshot's moment).
+    async fn levels_twice(
+        &self,
+        shop: &holdfast_core::ShopId,
+        item: &holdfast_core::ItemId,
+        between: std::time::Duration,
+    ) -> Result<[(Vec<holdfast_core::LocationLevel>, bool); 2], Error>;
 }
 
 /// One database as the server uses it: the store, the token table, the mode

@@ -709,6 +709,15 @@ impl crate::BatchReserve for Routed {
     ) -> Vec<Result<Reservation>> {
         self.0.on(shop, self.0.db(shop).batches.settle_batch(shop, ops)).await
     }
+
+    async fn levels_twice(
+        &self,
+        shop: &ShopId,
+        item: &ItemId,
+        between: std::time::Duration,
+    ) -> Result<[(Vec<holdfast_core::LocationLevel>, bool); 2]> {
+        self.0.db(shop).batches.levels_twice(shop, item, between).await
+    }
 }
 
 #[cfg(test)]

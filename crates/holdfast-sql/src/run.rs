@@ -172,6 +172,29 @@ pub(crate) fn level<D: Dialect>(row: &Row<D>) -> sqlx::Result<LocationLevel> {
     })
 }
 
+/// An item's quantities per location (`levels.sql`), and whether the read
+/// is unsettled: a hold of the item expired between a time before the
+/// transaction's snapshot and one after it, so whether it had expired at the
+/// snapshot's moment is unknown. Holds are judged expired by the database's
+/// clock; on SQLite that is the process clock, and `before` (taken before
+/// the transaction began) is the time before the snapshot.
+pub(crate) async fn levels_of<D: Dialect>(
+    c: &mut Conn<D>,
+    shop: &str,
+    item: &str,
+    before: chrono::DateTime<chrono::Utc>,
+) -> sqlx::Result<(Vec<LocationLevel>, bool)> {
+    let args = [shop.into(), item.into(), Arg::Time(before)];
+    let rows = rows::<D>(c, Stmt::Levels, &args).await?;
+    let mut unsettled = false;
+    let mut levels = Vec::with_capacity(rows.len());
+    for row in &rows {
+        unsettled |= D::Db::flag(row, "unsettled")?;
+        levels.push(level::<D>(row)?);
+    }
+    Ok((levels, unsettled))
+}
+
 /// A row of `audit.sql`: whether no ledger row accounts for these units (an
 /// orphan), and the invariant's terms. Of a ledger row: `on_hand`, and
 /// `unpooled` and `committed` as the row keeps them (`booked`) plus the

@@ -48,6 +48,15 @@ impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
     async fn settle_batch(&self, shop: &ShopId, ops: Vec<(ReservationId, Settle)>) -> Vec<Result<Reservation, Error>> {
         crate::tag::op("settle", SqlStore::settle_batch(self, shop, ops)).await
     }
+
+    async fn levels_twice(
+        &self,
+        shop: &ShopId,
+        item: &holdfast_core::ItemId,
+        between: std::time::Duration,
+    ) -> Result<[(Vec<holdfast_core::LocationLevel>, bool); 2], Error> {
+        SqlStore::levels_twice(self, shop, item, between).await
+    }
 }
 
 impl<D: Dialect> SqlStore<D> {

@@ -140,8 +140,7 @@ async fn available<D: Dialect>(
 }
 
 async fn item_levels<D: Dialect>(tx: &mut Conn<D>, shop: &ShopId, item: &ItemId) -> sqlx::Result<ItemLevels> {
-    let args = [shop.as_str().into(), item.as_str().into()];
-    let locations = run::all::<D, _>(tx, Stmt::Levels, &args, run::level::<D>).await?;
+    let (locations, _) = run::levels_of::<D>(tx, shop.as_str(), item.as_str(), chrono::Utc::now()).await?;
     Ok(ItemLevels { item: item.clone(), locations })
 }
 

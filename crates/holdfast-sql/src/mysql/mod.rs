@@ -216,9 +216,10 @@ impl Dialect for My {
     /// round trip (text protocol, multi-statements), and checks that a
     /// transaction is open afterwards.
     const BEGIN_WRITE: &'static str = "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION";
-    /// One consistent snapshot for every statement, taken at once.
-    const BEGIN_SNAPSHOT: &'static str =
-        "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
+    /// One consistent snapshot for every statement, taken at once, and a
+    /// time just before it, which `levels.sql` reads.
+    const BEGIN_SNAPSHOT: &'static str = "SET @snapshot_after = UTC_TIMESTAMP(6); \
+        SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY";
 
     queries!();
 

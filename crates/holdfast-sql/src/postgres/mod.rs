@@ -13,7 +13,7 @@ use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row};
 
 use crate::dialect::{
-    Conn, Dialect, Fast, Fault, Folded, Gone, Inserted, Ledger, LedgerLock, LineState, Spec, Taken, Unit, Want,
+    Conn, Dialect, Fast, Fault, Folded, Gone, Inserted, Ledger, LedgerLock, LineState, Spec, Stmt, Taken, Unit, Want,
 };
 use crate::migrate::{Migration, migrations};
 use crate::run;
@@ -130,6 +130,15 @@ impl<const P: bool> Dialect for Pg<P> {
     const BEGIN_SNAPSHOT: &'static str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
     queries!(Levels => LEVELS, Audit => AUDIT);
+
+    /// Levels are judged by the server's clock alone: the caller's time
+    /// is not bound.
+    fn placeholders(stmt: Stmt) -> Option<&'static [usize]> {
+        match stmt {
+            Stmt::Levels => Some(&[0, 1]),
+            _ => None,
+        }
+    }
 
     fn fault(err: &sqlx::Error) -> Fault {
         match err {

@@ -7,6 +7,7 @@ mod audit;
 mod batches;
 mod conn_tags;
 mod hot_items;
+mod level_reads;
 mod mysql_locks;
 mod retention;
 mod unswept;

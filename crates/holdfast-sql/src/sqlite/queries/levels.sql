@@ -7,7 +7,8 @@ SELECT l.location_id,
        l.on_hand,
        l.unpooled + COALESCE(q.returned, 0) + COALESCE(p.n, 0) + COALESCE(x.lapsed, 0) AS available,
        COALESCE(q.held, 0) - COALESCE(x.lapsed, 0) AS reserved,
-       l.committed + COALESCE(q.committed, 0) AS committed
+       l.committed + COALESCE(q.committed, 0) AS committed,
+       COALESCE(x.unsettled, 0) > 0 AS unsettled
 FROM inventory_levels l
 LEFT JOIN (
     SELECT u.location_id, count(*) AS n
@@ -25,8 +26,13 @@ LEFT JOIN (
     GROUP BY q.location_id
 ) q ON q.location_id = l.location_id
 LEFT JOIN (
-    -- Driven by the expired holds (reservations_due).
-    SELECT q.location_id, sum(q.quantity) AS lapsed
+    -- Driven by the expired holds (reservations_due). Expiry is judged by
+    -- this statement's clock, read after its snapshot; ?3 is the caller's
+    -- time before it (the same clock). A hold that expired in between makes
+    -- its row unsettled: whether it had expired at the snapshot's moment is
+    -- unknown, and the caller reads again.
+    SELECT q.location_id, sum(q.quantity) AS lapsed,
+           sum(r.expires_at > ?3) AS unsettled
     FROM reservations r
     JOIN reserved_quantities q
       ON q.shop_id = r.shop_id AND q.reservation_id = r.id AND q.item_id = ?2 AND q.state = 'held'
