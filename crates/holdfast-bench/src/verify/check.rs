@@ -901,6 +901,12 @@ mod tests {
             self
         }
 
+        /// A read of `i`'s levels, answered `qty` at `a`.
+        fn read(&mut self, client: u32, from_ms: i64, to_ms: i64, qty: Qty) -> &mut Self {
+            let answer = Answer::Levels { locations: vec![("a".into(), qty)] };
+            self.op(client, from_ms, Some(to_ms), Call::Levels { item: "i".into() }, answer)
+        }
+
         fn stock(&mut self, from: i64, to: i64, n: i64, after: Qty) -> &mut Self {
             self.op(
                 0,
@@ -951,12 +957,17 @@ mod tests {
     }
 
     fn held(id: i64, qty: u32, from_ms: i64, created: bool) -> Answer {
+        answer(id, "held", 1_000 * S + from_ms * 1_000 + 60 * S + 500, qty, Some(created))
+    }
+
+    /// A reservation of `qty` units of `i` at `a`.
+    fn answer(id: i64, status: &str, expires_at: i64, qty: u32, created: Option<bool>) -> Answer {
         Answer::Reservation(Held {
             id,
-            status: "held".into(),
-            expires_at: 1_000 * S + from_ms * 1_000 + 60 * S + 500,
+            status: status.into(),
+            expires_at,
             lines: vec![Alloc { item: "i".into(), location: "a".into(), qty }],
-            created: Some(created),
+            created,
         })
     }
 
@@ -975,13 +986,7 @@ mod tests {
             .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
             .op(3, 30, Some(32), reserve("k3", 1), short(1, 0))
             .op(1, 40, Some(41), reserve("k1", 1), held(7, 1, 10, false))
-            .op(
-                3,
-                50,
-                Some(52),
-                Call::Levels { item: "i".into() },
-                Answer::Levels { locations: vec![("a".into(), q(2, 2, 0))] },
-            )
+            .read(3, 50, 52, q(2, 2, 0))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         assert_eq!((r.operations, r.groups), (6, 1));
@@ -1038,26 +1043,14 @@ mod tests {
         let r = H::default()
             .stock(0, 1, 5, q(5, 0, 0))
             .op(1, 10, Some(12), reserve("k1", 2), held(7, 2, 10, true))
-            .op(
-                2,
-                20,
-                Some(22),
-                Call::Levels { item: "i".into() },
-                Answer::Levels { locations: vec![("a".into(), q(5, 0, 0))] },
-            )
+            .read(2, 20, 22, q(5, 0, 0))
             .check();
         refused_at(&r, 3);
         // The same read concurrent with the reserve may see either side.
         let r = H::default()
             .stock(0, 1, 5, q(5, 0, 0))
             .op(1, 10, Some(30), reserve("k1", 2), held(7, 2, 10, true))
-            .op(
-                2,
-                20,
-                Some(22),
-                Call::Levels { item: "i".into() },
-                Answer::Levels { locations: vec![("a".into(), q(5, 0, 0))] },
-            )
+            .read(2, 20, 22, q(5, 0, 0))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
     }
@@ -1079,19 +1072,7 @@ mod tests {
                     Call::Stock { item: "j".into(), location: "a".into(), change: "set".into(), n: 1 },
                     Answer::Level { location: "a".into(), qty: q(1, 0, 0) },
                 )
-                .op(
-                    1,
-                    10,
-                    Some(12),
-                    one_second("a"),
-                    Answer::Reservation(Held {
-                        id: 4,
-                        status: "held".into(),
-                        expires_at: t0 + 1_010_000,
-                        lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-                        created: Some(true),
-                    }),
-                )
+                .op(1, 10, Some(12), one_second("a"), answer(4, "held", t0 + 1_010_000, 1, Some(true)))
                 .op(
                     2,
                     900,
@@ -1177,23 +1158,9 @@ mod tests {
 
     #[test]
     fn expiry_is_checked() {
-        let hold = |id, expires_at: i64| {
-            Answer::Reservation(Held {
-                id,
-                status: "held".into(),
-                expires_at,
-                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-                created: Some(true),
-            })
-        };
+        let hold = |id, expires_at: i64| answer(id, "held", expires_at, 1, Some(true));
         let t0 = 1_000 * S;
-        let claimed = Answer::Reservation(Held {
-            id: 4,
-            status: "claimed".into(),
-            expires_at: t0 + 10_000 + S,
-            lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-            created: None,
-        });
+        let claimed = answer(4, "claimed", t0 + 10_000 + S, 1, None);
         // Claimed two seconds after a 1 s hold expired: wrong.
         let r = H::default()
             .stock(0, 1, 1, q(1, 0, 0))
@@ -1228,15 +1195,7 @@ mod tests {
     #[test]
     fn a_settle_called_in_time_takes_back_a_hold_readers_saw_lapse() {
         let t0 = 1_000 * S;
-        let hold = |status: &str, expires_at: i64| {
-            Answer::Reservation(Held {
-                id: 4,
-                status: status.into(),
-                expires_at,
-                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-                created: Some(true),
-            })
-        };
+        let hold = |status: &str, expires_at: i64| answer(4, status, expires_at, 1, Some(true));
         let expiry = t0 + 10_000 + S;
         let levels = |held: i64| {
             (Call::Levels { item: "i".into() }, Answer::Levels { locations: vec![("a".into(), q(2, held, 0))] })
@@ -1290,15 +1249,7 @@ mod tests {
     #[test]
     fn a_reserve_answered_after_its_hold_lapsed_frees_the_units_at_the_lapse() {
         let t0 = 1_000 * S;
-        let answer = |id, status: &str, expires_at| {
-            Answer::Reservation(Held {
-                id,
-                status: status.into(),
-                expires_at,
-                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-                created: Some(true),
-            })
-        };
+        let answer = |id, status: &str, expires_at| answer(id, status, expires_at, 1, Some(true));
         // Committed at 0.5 s, lapsed at 1.5 s, answered at 3 s as expired:
         // the unit was free for the buyer at 2 s.
         let r = H::default()
@@ -1342,13 +1293,7 @@ mod tests {
     #[test]
     fn a_lost_extend_moves_the_expiry_within_its_window() {
         let t0 = 1_000 * S;
-        let hold = Answer::Reservation(Held {
-            id: 4,
-            status: "held".into(),
-            expires_at: t0 + 10_000 + S,
-            lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-            created: Some(true),
-        });
+        let hold = answer(4, "held", t0 + 10_000 + S, 1, Some(true));
         let levels = |reserved| Answer::Levels { locations: vec![("a".into(), q(1, reserved, 0))] };
         let read = || Call::Levels { item: "i".into() };
         let lost = || Answer::Unknown { reason: "lost".into() };
@@ -1374,13 +1319,7 @@ mod tests {
 
         // An extend may also shorten a hold: a 3 s hold extended by 1 s
         // half a second in. Held 9 s in is later than either expiry allows.
-        let three = Answer::Reservation(Held {
-            id: 4,
-            status: "held".into(),
-            expires_at: t0 + 10_000 + 3 * S,
-            lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-            created: Some(true),
-        });
+        let three = answer(4, "held", t0 + 10_000 + 3 * S, 1, Some(true));
         let shortened = |reserved| {
             let ttl3 = Call::Reserve {
                 key: "k".into(),
@@ -1410,13 +1349,7 @@ mod tests {
         let r = H::default()
             .stock(0, 1, 1, q(1, 0, 0))
             .op(1, 10, None, one_second("k1"), lost())
-            .op(
-                2,
-                10_000,
-                Some(10_001),
-                Call::Levels { item: "i".into() },
-                Answer::Levels { locations: vec![("a".into(), q(1, 1, 0))] },
-            )
+            .read(2, 10_000, 10_001, q(1, 1, 0))
             .check();
         refused_at(&r, 3);
     }
@@ -1443,15 +1376,7 @@ mod tests {
     #[test]
     fn lost_replays_of_an_old_key_do_not_hide_an_oversell() {
         let t0 = 1_000 * S;
-        let hold = |id, from_ms: i64, created| {
-            Answer::Reservation(Held {
-                id,
-                status: "held".into(),
-                expires_at: t0 + from_ms * 1_000 + S,
-                lines: vec![Alloc { item: "i".into(), location: "a".into(), qty: 1 }],
-                created: Some(created),
-            })
-        };
+        let hold = |id, from_ms: i64, created| answer(id, "held", t0 + from_ms * 1_000 + S, 1, Some(created));
         let lost = || Answer::Unknown { reason: "lost".into() };
         let mut h = H::default();
         h.stock(0, 1, 2, q(2, 0, 0)).op(1, 10, Some(11), one_second("k1"), hold(7, 10, true));
