@@ -78,8 +78,10 @@ pub(crate) enum Fail {
     /// The database said no; [`Dialect::fault`] tells whether to retry.
     Db(sqlx::Error),
     /// Units the operation needs are locked by transactions still in flight:
-    /// they may roll back, so this is not "sold out". Retry after a pause.
-    Contended,
+    /// they may roll back, so this is not "sold out". Retry after a pause,
+    /// or, when all that is in flight is holds about to expire, once the
+    /// first of them has (`Some`: how long until then).
+    Contended(Option<Duration>),
     /// A final answer for the caller.
     Domain(Error),
     /// A ledger row the slow path needs is locked by a refill in progress.
@@ -209,7 +211,7 @@ impl<D: Dialect> SqlStore<D> {
                 Err(fail) => fail,
             };
             let retry = match &fail {
-                Fail::Contended | Fail::Again | Fail::LedgerBusy => true,
+                Fail::Contended(_) | Fail::Again | Fail::LedgerBusy => true,
                 Fail::Db(e) => match D::fault(e) {
                     Fault::Deadlock => {
                         self.counters.deadlocks.fetch_add(1, Ordering::Relaxed);
@@ -224,7 +226,7 @@ impl<D: Dialect> SqlStore<D> {
             if !retry || n >= self.cfg.max_attempts {
                 slow(n, again, "gave up");
                 return Err(match fail {
-                    Fail::Contended | Fail::Again | Fail::LedgerBusy => Error::RetriesExhausted(n),
+                    Fail::Contended(_) | Fail::Again | Fail::LedgerBusy => Error::RetriesExhausted(n),
                     Fail::Db(e) => match D::fault(&e) {
                         Fault::Deadlock | Fault::Busy => Error::RetriesExhausted(n),
                         Fault::Connection => Error::Unavailable(e.to_string()),
@@ -234,7 +236,11 @@ impl<D: Dialect> SqlStore<D> {
                 });
             }
             self.counters.retries.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(backoff(n)).await;
+            let until = match fail {
+                Fail::Contended(Some(expiry)) => expiry,
+                _ => Duration::ZERO,
+            };
+            tokio::time::sleep(backoff(n).max(until)).await;
         }
     }
 

@@ -140,7 +140,7 @@ impl<D: Dialect> SqlStore<D> {
                 Fast::KeyTaken => match self.replay(req).await? {
                     Some(r) => Ok(Some(r)),
                     // The other holder of the key rolled back meanwhile.
-                    None => Err(Fail::Contended),
+                    None => Err(Fail::Contended(None)),
                 },
                 Fast::Short => Ok(None),
             };
@@ -229,7 +229,7 @@ impl<D: Dialect> SqlStore<D> {
                 match self.replay(req).await? {
                     Some(r) => Ok(r),
                     // The other holder of the key rolled back meanwhile.
-                    None => Err(Fail::Contended),
+                    None => Err(Fail::Contended(None)),
                 }
             }
         }
@@ -359,8 +359,8 @@ impl<D: Dialect> SqlStore<D> {
         // in flight (a sweeper releasing an expired hold, a fast path that
         // may roll back). Otherwise start over once they have landed.
         for (item, loc) in &passed_over {
-            if self.in_flight(tx, req.shop(), item, loc, commits).await? > 0 {
-                return Err(Fail::Contended);
+            if let Some(wait) = self.in_flight(tx, req.shop(), item, loc, commits).await? {
+                return Err(Fail::Contended(wait));
             }
         }
 
@@ -371,8 +371,8 @@ impl<D: Dialect> SqlStore<D> {
             // shortage real.
             for (i, candidates) in &still_short {
                 for loc in candidates {
-                    if self.in_flight(tx, req.shop(), &req.lines()[*i].item, loc, commits).await? > 0 {
-                        return Err(Fail::Contended);
+                    if let Some(wait) = self.in_flight(tx, req.shop(), &req.lines()[*i].item, loc, commits).await? {
+                        return Err(Fail::Contended(wait));
                     }
                 }
             }

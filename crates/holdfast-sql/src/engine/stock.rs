@@ -3,6 +3,7 @@
 //! units into the ledger row, and refilling the pool from it.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange, StockRequest};
 
@@ -87,8 +88,8 @@ impl<D: Dialect> SqlStore<D> {
                         }
                     }
                     if need > 0 {
-                        if self.in_flight(&mut tx, shop, item, location, false).await? > 0 {
-                            return Err(Fail::Contended);
+                        if let Some(wait) = self.in_flight(&mut tx, shop, item, location, false).await? {
+                            return Err(Fail::Contended(wait));
                         }
                         return Err(Fail::Domain(Error::StockConflict(format!(
                             "on_hand of item {item} at location {location} cannot go to {target}: only {} unit(s) are unreserved; reserved and committed units cannot be removed",
@@ -197,11 +198,13 @@ impl<D: Dialect> SqlStore<D> {
         Ok(())
     }
 
-    /// Units of (item, location) that other transactions have in flight: pool
-    /// rows this transaction could not take, and expired holds it could not
-    /// lock. Non-zero means "wait and retry", never "sold out". `commits`:
-    /// the caller will commit a change others can read (a hold), so holds
-    /// that expire within [`COMMIT_MARGIN_MS`] count too (`in_flight.sql`).
+    /// Whether units of (item, location) are in flight in other
+    /// transactions: pool rows this transaction could not take, and expired
+    /// holds it could not lock. `Some` means "wait and retry", never "sold
+    /// out". `commits`: the caller will commit a change others can read (a
+    /// hold), so holds that expire within [`COMMIT_MARGIN_MS`] count too
+    /// (`in_flight.sql`); when nothing else is in flight, the inner `Some`
+    /// says how long until the first of them has expired.
     pub(super) async fn in_flight(
         &self,
         tx: &mut Conn<D>,
@@ -209,11 +212,20 @@ impl<D: Dialect> SqlStore<D> {
         item: &ItemId,
         location: &LocationId,
         commits: bool,
-    ) -> Result<i64, Fail> {
+    ) -> Result<Option<Option<Duration>>, Fail> {
+        use crate::driver::Driver;
         let [s, i, l] = run::place(shop, item, location);
         let margin = if commits { COMMIT_MARGIN_MS } else { 0 };
         let rows = run::rows::<D>(tx, Stmt::InFlight, &[s, i, l, margin.into()]).await?;
         let row = rows.first().ok_or(Fail::Domain(Error::Internal("in_flight returned no row".into())))?;
-        Ok(<D::Db as crate::driver::Driver>::int(row, "n")?)
+        let (n, soon) = (D::Db::int(row, "n")?, D::Db::int(row, "soon")?);
+        Ok(match n {
+            0 => None,
+            _ if n == soon => {
+                let ms = D::Db::int(row, "wait_ms")?.clamp(1, COMMIT_MARGIN_MS);
+                Some(Some(Duration::from_millis(ms as u64)))
+            }
+            _ => Some(None),
+        })
     }
 }

@@ -8,6 +8,7 @@ mod batches;
 mod conn_tags;
 mod hot_items;
 mod level_reads;
+mod margin;
 mod mysql_locks;
 mod retention;
 mod unswept;
