@@ -81,7 +81,9 @@ statements! { $;
     WriteLedger => "write_ledger",
     /// (shop, item, location, cap, n): up to n unit rows into free slots.
     Refill => "refill",
-    /// (shop, item, location) → units other transactions have in flight.
+    /// (shop, item, location, margin ms) → `n`, units other transactions
+    /// have in flight; `soon`, how many of them are holds expiring within
+    /// the margin; `wait_ms`, until the first of those expires.
     InFlight => "in_flight",
     /// (shop, id, ttl seconds): moves the expiry; the next head reads it.
     Extend => "extend",

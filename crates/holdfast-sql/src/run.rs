@@ -176,8 +176,8 @@ pub(crate) fn level<D: Dialect>(row: &Row<D>) -> sqlx::Result<LocationLevel> {
 /// is unsettled: a hold of the item expired between a time before the
 /// transaction's snapshot and one after it, so whether it had expired at the
 /// snapshot's moment is unknown. Holds are judged expired by the database's
-/// clock; on SQLite that is the process clock, and `before` (taken before
-/// the transaction began) is the time before the snapshot.
+/// clock; on SQLite that is the process clock, and `before` is a time
+/// before the snapshot (taken after a deferred `BEGIN`, which takes none).
 pub(crate) async fn levels_of<D: Dialect>(
     c: &mut Conn<D>,
     shop: &str,

@@ -36,13 +36,17 @@ impl<D: Dialect> SqlStore<D> {
     pub(super) async fn levels_once(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Fail> {
         let mut reads = 0;
         loop {
-            let before = Utc::now();
             let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
             let _lease = tag::Lease::transaction();
+            let before = Utc::now();
             let (locations, unsettled) = run::levels_of::<D>(&mut tx, shop.as_str(), item.as_str(), before).await?;
             tx.commit().await?;
             reads += 1;
-            if !unsettled || reads == UNSETTLED_READS {
+            if !unsettled {
+                return Ok(ItemLevels { item: item.clone(), locations });
+            }
+            if reads == UNSETTLED_READS {
+                tracing::warn!(%shop, %item, reads, "holds kept expiring around every snapshot; answering the last read");
                 return Ok(ItemLevels { item: item.clone(), locations });
             }
             tracing::debug!(%shop, %item, reads, "a hold expired around the snapshot; reading again");
@@ -53,9 +57,9 @@ impl<D: Dialect> SqlStore<D> {
     /// busiest (shop, item)s, then each one's levels and pool, in one
     /// snapshot.
     pub(crate) async fn hot_items_once(&self, window_ms: i64, limit: u32) -> Result<Vec<HotItem>, Fail> {
-        let before = Utc::now();
         let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
         let _lease = tag::Lease::transaction();
+        let before = Utc::now();
         let busiest = run::rows::<D>(&mut tx, Stmt::HotItems, &[window_ms.into(), i64::from(limit).into()]).await?;
         let mut items = Vec::with_capacity(busiest.len());
         for r in &busiest {
@@ -110,8 +114,8 @@ impl<D: Dialect> SqlStore<D> {
         between: std::time::Duration,
     ) -> Result<[(Vec<holdfast_core::LocationLevel>, bool); 2], Error> {
         let read = async {
-            let before = Utc::now();
             let mut tx = D::begin(&self.pool, TxMode::Snapshot).await?;
+            let before = Utc::now();
             let first = run::levels_of::<D>(&mut tx, shop.as_str(), item.as_str(), before).await?;
             tokio::time::sleep(between).await;
             let second = run::levels_of::<D>(&mut tx, shop.as_str(), item.as_str(), before).await?;

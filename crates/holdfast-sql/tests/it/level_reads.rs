@@ -19,8 +19,8 @@ async fn a_hold_expiring_around_the_snapshot_unsettles_the_read(b: Backend) {
     let (s, a) = (shop("s1"), item("a"));
     stock(&*db.store, "s1", "a", "wh", 10).await;
     stock(&*db.store, "s1", "a", "far", 5).await;
-    let req = request("s1", "short", vec![line("a", 2, Some(&["wh"]))]).with_ttl(Ttl::from_secs(1).unwrap());
-    db.store.reserve(&req).await.unwrap();
+    let req = request("s1", "short", vec![line("a", 2, Some(&["wh"]))]).with_ttl(Ttl::from_secs(3).unwrap());
+    let expires_at = db.store.reserve(&req).await.unwrap().reservation.expires_at;
 
     // Nothing expires while the snapshot is open: both reads are settled.
     let [first, second] = db.db.batches.levels_twice(&s, &a, Duration::from_millis(50)).await.unwrap();
@@ -33,8 +33,9 @@ async fn a_hold_expiring_around_the_snapshot_unsettles_the_read(b: Backend) {
     // see the change.
     let batches = db.db.batches.clone();
     let (s2, a2) = (s.clone(), a.clone());
-    let open = tokio::spawn(async move { batches.levels_twice(&s2, &a2, Duration::from_millis(1_800)).await });
-    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    let left = (expires_at - chrono::Utc::now()).to_std().unwrap_or_default();
+    let open = tokio::spawn(async move { batches.levels_twice(&s2, &a2, left + Duration::from_millis(800)).await });
+    tokio::time::sleep(left + Duration::from_millis(300)).await;
     stock(&*db.store, "s1", "a", "far", 7).await;
     let [first, second] = open.await.unwrap().unwrap();
     assert!(!first.1, "the first read came before the expiry: {first:?}");
