@@ -27,6 +27,11 @@ use sqlx::{Database, Pool, Transaction};
 use crate::driver::Driver;
 use crate::migrate::Migration;
 
+/// Units of an (item, location) that no live hold has.
+pub(crate) type Unheld = (ItemId, LocationId, i64);
+/// What `available.sql` read, and whether the read is unsettled.
+pub(crate) type Available = (Vec<Unheld>, bool);
+
 pub(crate) type Conn<D> = <<D as Dialect>::Db as Database>::Connection;
 pub(crate) type Tx<D> = Transaction<'static, <D as Dialect>::Db>;
 
@@ -465,11 +470,14 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     /// Units of each matching (item, location) that no live hold has, read
     /// in one snapshot without locks (the existing ledger rows of `spec`, in
     /// (item, location) order).
+    /// With them, whether the read is unsettled: a hold of one of them
+    /// expired between a time before the snapshot and one after it
+    /// ([`crate::run::levels_of`]).
     fn available(
         c: &mut Conn<Self>,
         shop: &ShopId,
         spec: &Spec,
-    ) -> impl Future<Output = sqlx::Result<Vec<(ItemId, LocationId, i64)>>> + Send;
+    ) -> impl Future<Output = sqlx::Result<Available>> + Send;
 
     /// Ledger rows of `spec` in (item, location) order, in one statement,
     /// locked as `lock` says (lock order step 2).

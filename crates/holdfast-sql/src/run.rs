@@ -154,9 +154,15 @@ pub(crate) fn taken<D: Dialect>(row: &Row<D>) -> sqlx::Result<Taken> {
 }
 
 /// `item_id, location_id, available`.
-pub(crate) fn available<D: Dialect>(row: &Row<D>) -> sqlx::Result<(ItemId, LocationId, i64)> {
-    let (item, location) = item_at::<D>(row)?;
-    Ok((item, location, D::Db::int(row, "available")?))
+pub(crate) fn available<D: Dialect>(rows: &[Row<D>]) -> sqlx::Result<crate::dialect::Available> {
+    let mut unsettled = false;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        unsettled |= D::Db::flag(row, "unsettled")?;
+        let (item, location) = item_at::<D>(row)?;
+        out.push((item, location, D::Db::int(row, "available")?));
+    }
+    Ok((out, unsettled))
 }
 
 /// `location_id, on_hand, available, reserved, committed`.

@@ -16,7 +16,7 @@ use crate::tag;
 /// How many times a level read is made while a hold keeps expiring around
 /// its snapshot (each read's window is a few microseconds unless the machine
 /// stalls it; the last answer stands).
-const UNSETTLED_READS: u32 = 8;
+pub(super) const UNSETTLED_READS: u32 = 8;
 
 impl<D: Dialect> SqlStore<D> {
     pub(super) async fn get_once(&self, shop: &ShopId, id: ReservationId) -> Result<Reservation, Fail> {

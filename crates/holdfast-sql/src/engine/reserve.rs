@@ -17,7 +17,7 @@ use crate::tag;
 use crate::webhooks::Event;
 
 /// Units of an (item, location) that no live hold has.
-pub(super) type Unheld = (ItemId, LocationId, i64);
+pub(super) use crate::dialect::Unheld;
 
 /// What the lock-free look at a short reserve found.
 #[derive(Debug)]
@@ -174,13 +174,23 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// Units of each matching (item, location) that no live hold has, from
-    /// one lock-free snapshot.
+    /// one lock-free snapshot. Read again while a hold expired around the
+    /// snapshot (as `levels` does): such a read counts the hold's units free
+    /// while missing what committed after its expiry, or the other way
+    /// round, and a refusal made from it would report counts of two moments.
+    /// If holds keep expiring around every read, it is contended: the
+    /// caller starts over, or goes to the ledger rows.
     pub(super) async fn available(&self, shop: &ShopId, spec: &Spec) -> Result<Vec<Unheld>, Fail> {
-        let mut c = run::Solo::<D>::acquire(&self.pool).await?;
-        let _lease = tag::Lease::start();
-        let rows = D::available(&mut c, shop, spec).await?;
-        c.done().await?;
-        Ok(rows)
+        for _ in 0..super::reports::UNSETTLED_READS {
+            let mut c = run::Solo::<D>::acquire(&self.pool).await?;
+            let _lease = tag::Lease::start();
+            let (rows, unsettled) = D::available(&mut c, shop, spec).await?;
+            c.done().await?;
+            if !unsettled {
+                return Ok(rows);
+            }
+        }
+        Err(Fail::Contended(None))
     }
 
     /// Lock order step 4: inserts the hold for the units taken, and commits.

@@ -136,7 +136,7 @@ async fn available<D: Dialect>(
     raised: &BTreeMap<(ItemId, LocationId), i64>,
 ) -> sqlx::Result<BTreeMap<(ItemId, LocationId), i64>> {
     let spec: Vec<(ItemId, Option<LocationId>)> = raised.keys().map(|(i, l)| (i.clone(), Some(l.clone()))).collect();
-    Ok(D::available(tx, shop, &spec).await?.into_iter().map(|(i, l, n)| ((i, l), n)).collect())
+    Ok(D::available(tx, shop, &spec).await?.0.into_iter().map(|(i, l, n)| ((i, l), n)).collect())
 }
 
 async fn item_levels<D: Dialect>(tx: &mut Conn<D>, shop: &ShopId, item: &ItemId) -> sqlx::Result<ItemLevels> {

@@ -384,16 +384,12 @@ impl Dialect for My {
         MySql::fetch(c, &sql, &args).await?.iter().map(run::ledger::<Self>).collect()
     }
 
-    async fn available(
-        c: &mut MySqlConnection,
-        shop: &ShopId,
-        spec: &Spec,
-    ) -> sqlx::Result<Vec<(ItemId, LocationId, i64)>> {
+    async fn available(c: &mut MySqlConnection, shop: &ShopId, spec: &Spec) -> sqlx::Result<crate::dialect::Available> {
         if spec.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         }
         let (sql, args) = with_candidates(raw!("available"), shop, spec, "");
-        MySql::fetch(c, &sql, &args).await?.iter().map(run::available::<Self>).collect()
+        run::available::<Self>(&MySql::fetch(c, &sql, &args).await?)
     }
 
     async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {

@@ -6,9 +6,7 @@
 //! with writable CTEs here.
 
 use chrono::{DateTime, Utc};
-use holdfast_core::{
-    Allocation, Backend, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest, ShopId,
-};
+use holdfast_core::{Allocation, Backend, IdempotencyKey, ReservationId, ReservationStatus, ReserveRequest, ShopId};
 use sqlx::postgres::{PgConnection, PgRow};
 use sqlx::{Postgres, Row};
 
@@ -284,14 +282,10 @@ impl<const P: bool> Dialect for Pg<P> {
         rows.iter().map(run::ledger::<Self>).collect()
     }
 
-    async fn available(
-        c: &mut PgConnection,
-        shop: &ShopId,
-        spec: &Spec,
-    ) -> sqlx::Result<Vec<(ItemId, LocationId, i64)>> {
+    async fn available(c: &mut PgConnection, shop: &ShopId, spec: &Spec) -> sqlx::Result<crate::dialect::Available> {
         let (items, locs) = spec_arrays(spec);
         let rows = query::<P>(&tag::sql(AVAILABLE)).bind(shop.as_str()).bind(items).bind(locs).fetch_all(c).await?;
-        rows.iter().map(run::available::<Self>).collect()
+        run::available::<Self>(&rows)
     }
 
     async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {

@@ -17,8 +17,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use holdfast_core::{
-    Allocation, Backend, Error, IdempotencyKey, ItemId, LocationId, ReservationId, ReservationStatus, ReserveRequest,
-    ShopId,
+    Allocation, Backend, Error, IdempotencyKey, ReservationId, ReservationStatus, ReserveRequest, ShopId,
 };
 use serde_json::json;
 use sqlx::sqlite::{
@@ -271,11 +270,10 @@ impl Dialect for Lite {
         c: &mut SqliteConnection,
         shop: &ShopId,
         spec: &Spec,
-    ) -> sqlx::Result<Vec<(ItemId, LocationId, i64)>> {
+    ) -> sqlx::Result<crate::dialect::Available> {
         let spec = spec_json(spec);
-        let rows =
-            Sqlite::fetch(c, q!("available" + "candidates"), &[Arg::Text(shop.as_str()), Arg::Text(&spec)]).await?;
-        rows.iter().map(run::available::<Self>).collect()
+        let args = [Arg::Text(shop.as_str()), Arg::Text(&spec), Arg::Time(chrono::Utc::now())];
+        run::available::<Self>(&Sqlite::fetch(c, q!("available" + "candidates"), &args).await?)
     }
 
     async fn expire_at(c: &mut Conn<Self>, shop: &ShopId, at: &Ledger) -> sqlx::Result<Gone> {

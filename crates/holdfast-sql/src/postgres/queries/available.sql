@@ -18,5 +18,15 @@ SELECT l.item_id, l.location_id,
                      ON q.shop_id = r.shop_id AND q.reservation_id = r.id
                     AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
                    WHERE r.status = 'held' AND r.expires_at <= statement_timestamp() AND r.shop_id = l.shop_id), 0)
-       AS available
+       AS available,
+       -- Expiry is judged at Execute, after the snapshot (taken at Bind):
+       -- a hold that expired between the statement's implicit BEGIN (now(),
+       -- before the snapshot) and `(SELECT clock_timestamp())` (after it)
+       -- makes the row unsettled, and the caller reads again (levels.sql).
+       EXISTS (SELECT 1 FROM reservations r
+           JOIN reserved_quantities q
+             ON q.shop_id = r.shop_id AND q.reservation_id = r.id
+            AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
+               WHERE r.status = 'held' AND r.expires_at > now() AND r.expires_at <= (SELECT clock_timestamp())
+                 AND r.shop_id = l.shop_id) AS unsettled
 -- candidates.sql follows.

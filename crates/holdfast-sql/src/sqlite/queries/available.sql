@@ -20,5 +20,15 @@ SELECT l.item_id, l.location_id,
                     AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
                    WHERE r.status = 'held' AND r.expires_at <= unixepoch('subsec') * 1000
                      AND r.shop_id = l.shop_id), 0)
-       AS available
+       AS available,
+       -- Expiry is judged by the statement's clock, read after its
+       -- snapshot; ?3 is the caller's time before the statement. A hold that
+       -- expired in between makes the row unsettled, and the caller reads
+       -- again (levels.sql).
+       EXISTS (SELECT 1 FROM reservations r
+               JOIN reserved_quantities q
+                 ON q.shop_id = r.shop_id AND q.reservation_id = r.id
+                AND q.item_id = l.item_id AND q.location_id = l.location_id AND q.state = 'held'
+               WHERE r.status = 'held' AND r.expires_at > ?3 AND r.expires_at <= unixepoch('subsec') * 1000
+                 AND r.shop_id = l.shop_id) AS unsettled
 -- candidates.sql follows.
