@@ -141,7 +141,9 @@ impl<D: Dialect> SqlStore<D> {
             return;
         }
         let spec: Vec<(ItemId, Option<LocationId>)> = open.iter().flat_map(|&i| candidates(&reqs[i])).collect();
-        let Ok(rows) = self.available(reqs[0].shop(), &spec).await else { return };
+        // An unsettled read refuses nothing: the requests go on alone, whose
+        // sold-out check reads again (`sold_out`).
+        let Ok((rows, false)) = self.available(reqs[0].shop(), &spec).await else { return };
         // A request that goes on alone may take units of its items first; a
         // later request that wants one of them is judged after it, alone.
         let mut tainted: HashSet<&ItemId> = HashSet::new();

@@ -169,28 +169,36 @@ impl<D: Dialect> SqlStore<D> {
     /// the shortfalls when the request cannot be met even if every unit no
     /// live hold has were free; otherwise the ledger rows that exist, and the
     /// slow path must find out.
+    ///
+    /// Only a refusal needs a settled read (`available.sql`): one made while
+    /// a hold expired around the snapshot would report counts of two
+    /// moments. Such a read is made again; if holds keep expiring around
+    /// every read, the verdict is "maybe", and the slow path decides under
+    /// the ledger locks.
     async fn sold_out(&self, req: &ReserveRequest, spec: &Spec) -> Result<Verdict, Fail> {
-        Ok(verdict(req, &self.available(req.shop(), spec).await?))
+        let mut rows = Vec::new();
+        for _ in 0..super::reports::UNSETTLED_READS {
+            let unsettled;
+            (rows, unsettled) = self.available(req.shop(), spec).await?;
+            match verdict(req, &rows) {
+                Verdict::SoldOut(_) if unsettled => continue,
+                v => return Ok(v),
+            }
+        }
+        Ok(Verdict::Maybe(rows.iter().map(|(i, l, _)| (i.clone(), l.clone())).collect()))
     }
 
     /// Units of each matching (item, location) that no live hold has, from
-    /// one lock-free snapshot. Read again while a hold expired around the
-    /// snapshot (as `levels` does): such a read counts the hold's units free
-    /// while missing what committed after its expiry, or the other way
-    /// round, and a refusal made from it would report counts of two moments.
-    /// If holds keep expiring around every read, it is contended: the
-    /// caller starts over, or goes to the ledger rows.
-    pub(super) async fn available(&self, shop: &ShopId, spec: &Spec) -> Result<Vec<Unheld>, Fail> {
-        for _ in 0..super::reports::UNSETTLED_READS {
-            let mut c = run::Solo::<D>::acquire(&self.pool).await?;
-            let _lease = tag::Lease::start();
-            let (rows, unsettled) = D::available(&mut c, shop, spec).await?;
-            c.done().await?;
-            if !unsettled {
-                return Ok(rows);
-            }
-        }
-        Err(Fail::Contended(None))
+    /// one lock-free snapshot, and whether the read is unsettled: a hold
+    /// expired around the snapshot (as for `levels`), so the read may count
+    /// its units free while missing what committed after its expiry, or the
+    /// other way round.
+    pub(super) async fn available(&self, shop: &ShopId, spec: &Spec) -> Result<crate::dialect::Available, Fail> {
+        let mut c = run::Solo::<D>::acquire(&self.pool).await?;
+        let _lease = tag::Lease::start();
+        let read = D::available(&mut c, shop, spec).await?;
+        c.done().await?;
+        Ok(read)
     }
 
     /// Lock order step 4: inserts the hold for the units taken, and commits.
