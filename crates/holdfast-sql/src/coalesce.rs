@@ -123,7 +123,9 @@ impl<K: Hash + Eq + Clone, T, R> Coalescer<K, T, R> {
         metrics::histogram!("holdfast_coalesce_batch_size", "op" => self.op).record(batch.len() as f64);
         metrics::counter!("holdfast_coalesce_batches_total", "op" => self.op).increment(1);
         let n = batch.len();
-        let mut answers = detach::shared(run(batch)).await.into_iter();
+        // Boxed: a batch's future is large, and every request's future would
+        // otherwise carry room for it (and copy it as it moves), led or not.
+        let mut answers = detach::shared(Box::pin(run(batch))).await.into_iter();
         assert_eq!(answers.len(), n, "a batch answers each of its requests");
         let mine = answers.next().expect("the leader's answer");
         for (tx, answer) in senders.into_iter().zip(answers) {

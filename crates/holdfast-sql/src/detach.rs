@@ -74,7 +74,10 @@ pub trait Detached: Send + Sync + Sized + 'static {
         Fut: Future<Output = T> + Send + 'static,
     {
         let me = self.weak_self().upgrade().expect("a store lives in an Arc");
-        detach(work(me))
+        // Boxed at once: an operation's future holds every path it may take
+        // (a whole coalesced batch, the slow path) and is large; from here on
+        // only a pointer moves, through the caller's futures and the task's.
+        detach(Box::pin(work(me)))
     }
 }
 

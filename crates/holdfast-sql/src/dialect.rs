@@ -412,6 +412,12 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
     /// transaction to any server connection: there every statement is sent
     /// unnamed, and inside a transaction ([`Solo`](crate::engine::Solo)).
     const STATEMENT_CACHE: bool = true;
+    /// Whether `stmt` is kept prepared ([`Dialect::STATEMENT_CACHE`]) or sent
+    /// unnamed, and so planned on each run.
+    fn cached(stmt: Stmt) -> bool {
+        let _ = stmt;
+        Self::STATEMENT_CACHE
+    }
     /// Behind a pooler in transaction mode, where a session's lock would stay
     /// with whichever server connection took it: the migration lock taken
     /// inside each migration's transaction instead, and given back by its

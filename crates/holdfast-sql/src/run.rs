@@ -77,14 +77,14 @@ fn ordered<'a, D: Dialect>(stmt: Stmt, args: &[Arg<'a>]) -> Vec<Arg<'a>> {
 pub(crate) async fn rows<D: Dialect>(c: &mut Conn<D>, stmt: Stmt, args: &[Arg<'_>]) -> sqlx::Result<Vec<Row<D>>> {
     let sql = tag::sql(D::text(stmt));
     let args = ordered::<D>(stmt, args);
-    D::Db::fetch_as(c, &sql, &args, D::STATEMENT_CACHE).await
+    D::Db::fetch_as(c, &sql, &args, D::cached(stmt)).await
 }
 
 /// Sends a shared statement and returns the rows it changed.
 pub(crate) async fn exec<D: Dialect>(c: &mut Conn<D>, stmt: Stmt, args: &[Arg<'_>]) -> sqlx::Result<u64> {
     let sql = tag::sql(D::text(stmt));
     let args = ordered::<D>(stmt, args);
-    D::Db::execute_as(c, &sql, &args, D::STATEMENT_CACHE).await
+    D::Db::execute_as(c, &sql, &args, D::cached(stmt)).await
 }
 
 /// Every row, decoded.
@@ -275,7 +275,12 @@ pub(crate) async fn lines_of_each<D: Dialect>(
     shop: &ShopId,
     ids: &[ReservationId],
 ) -> sqlx::Result<HashMap<ReservationId, Vec<Allocation>>> {
-    let list = id_list(ids);
+    // Each once: a statement that probes id by id would return a repeated
+    // id's lines twice.
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let list = id_list(&ids);
     let rows = all::<D, _>(c, Stmt::Lines, &[shop.as_str().into(), Arg::Text(&list)], |row| {
         Ok((reservation_id(D::Db::int(row, "reservation_id")?)?, allocation::<D>(row)?))
     })

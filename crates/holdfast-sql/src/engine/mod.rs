@@ -350,8 +350,10 @@ impl<D: Dialect> SqlStore<D> {
     async fn reserve_here(&self, req: ReserveRequest) -> Result<Reserved, Error> {
         // A retry waits for its key's attempt under way (gate.rs).
         let _key = self.keys.enter(req.shop(), [req.key()], true).await;
+        // The uncoalesced path is boxed: its future (retries, the slow path)
+        // is large and most coalesced requests never take it.
         let Some(c) = &self.coalesce else {
-            return self.reserve_alone(&req).await;
+            return Box::pin(self.reserve_alone(&req)).await;
         };
         let key = (req.shop().clone(), tag::caller());
         tag::op("reserve", async {
@@ -359,7 +361,7 @@ impl<D: Dialect> SqlStore<D> {
             // the lane: the next batch need not wait for a slow path.
             match c.reserves.submit(key, req.clone(), |reqs| self.reserve_batch(reqs), || Some(left())).await {
                 Some(answer) => answer,
-                None => self.reserve_alone(&req).await,
+                None => Box::pin(self.reserve_alone(&req)).await,
             }
         })
         .await

@@ -25,8 +25,8 @@ pub struct Pg<const POOLED: bool = false>;
 /// A statement: kept prepared on its connection, or sent unnamed behind a
 /// pooler (`POOLED`).
 /// For the rest of the transaction, statements are planned for the values
-/// bound. The sweep and the purge are the statements whose best plan depends
-/// on one: their LIMIT. A generic plan assumes a tenth of the table's
+/// bound (docs/design.md, "Plans"). The sweep and the purge are statements
+/// whose best plan depends on one: their LIMIT. A generic plan assumes a tenth of the table's
 /// matching rows and joins their lines through hash joins over whole-table
 /// scans, so each batch got slower as the tables grew — a purge took 230 ms
 /// for 500 rows at 230k rows under a sale, and retention fell behind for
@@ -120,6 +120,14 @@ impl<const P: bool> Dialect for Pg<P> {
     const BACKEND: Backend = Backend::Postgres;
     const ONE_STATEMENT_FAST_PATH: bool = true;
     const STATEMENT_CACHE: bool = !P;
+
+    /// The UPDATEs driven by a list of ids are planned on each run: joined
+    /// to the list or filtered by it, a table can always be scanned instead,
+    /// and a generic plan made while it was small would scan it for good
+    /// (docs/design.md, "Plans").
+    fn cached(stmt: Stmt) -> bool {
+        !P && !matches!(stmt, Stmt::WebhookLease | Stmt::WebhookRecordMany)
+    }
     const MIGRATE_LOCK_IN_TX: Option<&'static str> = if P { Some(raw!("migrate_lock_tx")) } else { None };
     const MIGRATIONS: &'static [Migration] = migrations!(1 "0001_init", 2 "0002_tokens", 3 "0003_modes", 4 "0004_retention", 5 "0005_webhooks", 6 "0006_refills", 7 "0007_inventory_watch");
     const BEGIN_MIGRATION: &'static str = "BEGIN";
@@ -348,7 +356,11 @@ impl<const P: bool> Dialect for Pg<P> {
         status: ReservationStatus,
         state: LineState,
     ) -> sqlx::Result<()> {
-        query::<P>(&tag::sql(raw!("transition")))
+        // An UPDATE driven by a list has no form whose generic plan stays
+        // right as the tables grow: sent unnamed, it is planned on each run
+        // (docs/design.md, "Plans").
+        sqlx::query(&tag::sql(raw!("transition")))
+            .persistent(false)
             .bind(shop.as_str())
             .bind(run::id_list(ids))
             .bind(status.as_str())
