@@ -49,8 +49,9 @@ pub struct StoreConfig {
     /// Most requests in one batch.
     pub coalesce_max_batch: u32,
     /// Most batches of one shop (and operation) running at once. One: on a
-    /// hot item two batches at once mostly meet each other at the pool's
-    /// refill (BENCHMARKS.md measures 1 against 2 and 3).
+    /// hot item two batches at once are each a third the size and meet each
+    /// other at the item's pool and refill (BENCHMARKS.md, "One batch of a
+    /// shop at a time, or two": half the rate).
     pub coalesce_in_flight: u32,
 }
 
