@@ -473,6 +473,39 @@ pub(crate) trait Dialect: std::fmt::Debug + Send + Sync + Sized + 'static {
         holds: &[(&ReserveRequest, Vec<Allocation>)],
     ) -> impl Future<Output = sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>>> + Send;
 
+    /// A batch's first step: which of `keys` are used in `shop` already
+    /// ([`Dialect::keys_used`]), then its pick ([`Dialect::pick_units`]).
+    /// PostgreSQL answers both in one statement.
+    fn pick_batch(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        wants: &[Want],
+        keys: &[&IdempotencyKey],
+    ) -> impl Future<Output = sqlx::Result<(Vec<Unit>, Vec<IdempotencyKey>)>> + Send {
+        async move {
+            let used = Self::keys_used(c, shop, keys).await?;
+            let units = Self::pick_units(c, shop, wants).await?;
+            Ok((units, used))
+        }
+    }
+
+    /// A batch's last step: deletes the unit rows it gave away
+    /// ([`Dialect::delete_units`]) and inserts the holds they went to
+    /// ([`Dialect::insert_holds`]). PostgreSQL does both in one statement.
+    fn hold_batch(
+        c: &mut Conn<Self>,
+        shop: &ShopId,
+        given: &[Unit],
+        holds: &[(&ReserveRequest, Vec<Allocation>)],
+    ) -> impl Future<Output = sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>>> + Send {
+        async move {
+            if !given.is_empty() {
+                Self::delete_units(c, shop, given).await?;
+            }
+            if holds.is_empty() { Ok(Vec::new()) } else { Self::insert_holds(c, holds).await }
+        }
+    }
+
     /// Units of each matching (item, location) that no live hold has, read
     /// in one snapshot without locks (the existing ledger rows of `spec`, in
     /// (item, location) order).

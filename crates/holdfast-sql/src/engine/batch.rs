@@ -191,9 +191,10 @@ impl<D: Dialect> SqlStore<D> {
 
     /// One attempt of a batch's fast path: for each request, its hold, or
     /// why it has none (nothing changed for it). One transaction: the keys
-    /// already used, one pick of the units of the whole batch, the deal (in
-    /// this process, in arrival order: [`Plan::deal`]), one delete of the
-    /// units given away, the holds and their lines inserted set-based.
+    /// already used and one pick of the units of the whole batch (one round
+    /// trip on PostgreSQL), the deal (in this process, in arrival order:
+    /// [`Plan::deal`]), one delete of the units given away and the holds and
+    /// their lines inserted set-based (again one round trip on PostgreSQL).
     async fn fast_batch(&self, reqs: &[&ReserveRequest]) -> Result<Batch, Fail> {
         let Some(first) = reqs.first() else { return Ok(Batch::default()) };
         let shop = first.shop();
@@ -202,12 +203,9 @@ impl<D: Dialect> SqlStore<D> {
         let mut tx = D::begin(&self.pool, TxMode::Write).await?;
         let _lease = tag::Lease::transaction();
         let keys: Vec<&IdempotencyKey> = reqs.iter().map(|r| r.key()).collect();
-        let used: HashSet<IdempotencyKey> = D::keys_used(&mut tx, shop, &keys).await?.into_iter().collect();
-        let units = D::pick_units(&mut tx, shop, &plan.wants).await?;
+        let (units, used) = D::pick_batch(&mut tx, shop, &plan.wants, &keys).await?;
+        let used: HashSet<IdempotencyKey> = used.into_iter().collect();
         let (dealt, given) = plan.deal(reqs, &used, units);
-        if !given.is_empty() {
-            D::delete_units(&mut tx, shop, &given).await?;
-        }
         let holds: Vec<(&ReserveRequest, Vec<Allocation>)> = reqs
             .iter()
             .zip(&dealt)
@@ -216,8 +214,9 @@ impl<D: Dialect> SqlStore<D> {
                 _ => None,
             })
             .collect();
+        // Units are given only to requests that got all they asked for.
         let mut inserted =
-            if holds.is_empty() { Vec::new() } else { D::insert_holds(&mut tx, &holds).await? }.into_iter();
+            if holds.is_empty() { Vec::new() } else { D::hold_batch(&mut tx, shop, &given, &holds).await? }.into_iter();
         let mut outcomes = Vec::with_capacity(reqs.len());
         for d in dealt {
             outcomes.push(match d {

@@ -71,7 +71,7 @@ macro_rules! picked {
 const TAKE_UNITS: &str = picked!(skip_locked!(), "take_units");
 const TAKE_UNITS_WAITING: &str = picked!(wait_locked!(), "take_units");
 const RESERVE_FAST: &str = picked!(skip_locked!(), "reserve_fast");
-const PICK_UNITS: &str = picked!(skip_locked!(), "pick_units_rows");
+const PICK_BATCH: &str = picked!(skip_locked!(), "pick_batch");
 
 const LOCK_LEDGERS: &str = concat!(raw!("lock_ledgers"), raw!("candidates"), wait_locked!());
 const LOCK_LEDGERS_SKIP: &str = concat!(raw!("lock_ledgers"), raw!("candidates"), skip_locked!());
@@ -201,22 +201,37 @@ impl<const P: bool> Dialect for Pg<P> {
     }
 
     async fn pick_units(c: &mut PgConnection, shop: &ShopId, wants: &[Want]) -> sqlx::Result<Vec<Unit>> {
-        let rows = by_wants::<P>(c, PICK_UNITS, shop, wants).await?;
-        rows.iter().map(run::unit::<Postgres>).collect()
+        Ok(Self::pick_batch(c, shop, wants, &[]).await?.0)
     }
 
-    async fn delete_units(c: &mut PgConnection, shop: &ShopId, units: &[Unit]) -> sqlx::Result<()> {
-        let items: Vec<&str> = units.iter().map(|u| u.item.as_str()).collect();
-        let locs: Vec<&str> = units.iter().map(|u| u.location.as_str()).collect();
-        let ids: Vec<i64> = units.iter().map(|u| u.id).collect();
-        query::<P>(&tag::sql(raw!("delete_units")))
+    async fn pick_batch(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        wants: &[Want],
+        keys: &[&IdempotencyKey],
+    ) -> sqlx::Result<(Vec<Unit>, Vec<IdempotencyKey>)> {
+        let (items, locs, qtys) = want_arrays(wants);
+        let keys: Vec<&str> = keys.iter().map(|k| k.as_str()).collect();
+        let rows = query::<P>(&tag::sql(PICK_BATCH))
             .bind(shop.as_str())
             .bind(items)
             .bind(locs)
-            .bind(ids)
-            .execute(c)
+            .bind(qtys)
+            .bind(keys)
+            .fetch_all(c)
             .await?;
-        Ok(())
+        let (mut units, mut used) = (Vec::new(), Vec::new());
+        for r in &rows {
+            match r.try_get::<Option<String>, _>("idempotency_key")? {
+                Some(_) => used.push(run::name::<Postgres, IdempotencyKey>(r, "idempotency_key")?),
+                None => units.push(run::unit::<Postgres>(r)?),
+            }
+        }
+        Ok((units, used))
+    }
+
+    async fn delete_units(c: &mut PgConnection, shop: &ShopId, units: &[Unit]) -> sqlx::Result<()> {
+        Self::hold_batch(c, shop, units, &[]).await.map(drop)
     }
 
     async fn keys_used(
@@ -234,6 +249,15 @@ impl<const P: bool> Dialect for Pg<P> {
         holds: &[(&ReserveRequest, Vec<Allocation>)],
     ) -> sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>> {
         let Some((first, _)) = holds.first() else { return Ok(Vec::new()) };
+        Self::hold_batch(c, first.shop(), &[], holds).await
+    }
+
+    async fn hold_batch(
+        c: &mut PgConnection,
+        shop: &ShopId,
+        given: &[Unit],
+        holds: &[(&ReserveRequest, Vec<Allocation>)],
+    ) -> sqlx::Result<Vec<(ReservationId, DateTime<Utc>)>> {
         let keys: Vec<&str> = holds.iter().map(|(r, _)| r.key().as_str()).collect();
         let fingerprints: Vec<String> = holds.iter().map(|(r, _)| r.fingerprint()).collect();
         let ttls: Vec<i64> = holds.iter().map(|(r, _)| r.ttl().as_secs() as i64).collect();
@@ -246,8 +270,8 @@ impl<const P: bool> Dialect for Pg<P> {
                 qtys.push(l.quantity as i32);
             }
         }
-        let rows = query::<P>(&tag::sql(raw!("insert_holds")))
-            .bind(first.shop().as_str())
+        let rows = query::<P>(&tag::sql(raw!("hold_batch")))
+            .bind(shop.as_str())
             .bind(keys)
             .bind(fingerprints)
             .bind(ttls)
@@ -255,6 +279,9 @@ impl<const P: bool> Dialect for Pg<P> {
             .bind(items)
             .bind(locs)
             .bind(qtys)
+            .bind(given.iter().map(|u| u.item.as_str()).collect::<Vec<_>>())
+            .bind(given.iter().map(|u| u.location.as_str()).collect::<Vec<_>>())
+            .bind(given.iter().map(|u| u.id).collect::<Vec<i64>>())
             .fetch_all(c)
             .await?;
         let mut made = std::collections::HashMap::new();
@@ -269,7 +296,7 @@ impl<const P: bool> Dialect for Pg<P> {
             .map(|(r, _)| {
                 made.get(r.key().as_str())
                     .copied()
-                    .ok_or_else(|| sqlx::Error::Protocol("insert_holds: a hold was not inserted".into()))
+                    .ok_or_else(|| sqlx::Error::Protocol("hold_batch: a hold was not inserted".into()))
             })
             .collect()
     }

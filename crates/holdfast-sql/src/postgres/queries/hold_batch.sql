@@ -1,11 +1,16 @@
--- Lock order step 4: a batch's holds, inserted after their units were
--- taken, in arrival order, with their lines. Per hold: $2 key, $3
--- fingerprint, $4 TTL seconds; per line: $5 its hold's key, $6 item, $7
--- location, $8 quantity. Every key was found free just before; a plain
+-- Lock order steps 3 and 4, a coalesced batch's last statement: the unit
+-- rows it picked and gave away deleted ($9 items, $10 locations, $11 ids),
+-- and its holds inserted in arrival order, with their lines. Per hold: $2
+-- key, $3 fingerprint, $4 TTL seconds; per line: $5 its hold's key, $6 item,
+-- $7 location, $8 quantity. Every key was found free just before; a plain
 -- INSERT (not ON CONFLICT), so a key another transaction inserts meanwhile
 -- waits for it and then fails the statement on the unique key, and the store
 -- sends each request of the batch on alone.
-WITH r AS (
+WITH gone AS (
+    DELETE FROM reservation_units d
+    USING unnest($9::text[], $10::text[], $11::bigint[]) AS u (item_id, location_id, id)
+    WHERE d.shop_id = $1 AND d.item_id = u.item_id AND d.location_id = u.location_id AND d.id = u.id
+), r AS (
     INSERT INTO reservations (shop_id, idempotency_key, fingerprint, status, expires_at)
     SELECT $1, h.key, h.fingerprint, 'held', now() + h.ttl * interval '1 second'
     FROM unnest($2::text[], $3::text[], $4::bigint[]) WITH ORDINALITY AS h (key, fingerprint, ttl, ord)
