@@ -223,7 +223,7 @@ impl<D: Dialect> SqlStore<D> {
                 Dealt::Held(taken) => {
                     let (id, expires_at) = inserted
                         .next()
-                        .ok_or_else(|| sqlx::Error::Protocol("insert_holds answered fewer holds".into()))?;
+                        .ok_or_else(|| sqlx::Error::Protocol("hold_batch answered fewer holds".into()))?;
                     Fast::Held { id, expires_at, taken }
                 }
                 Dealt::Short => Fast::Short,

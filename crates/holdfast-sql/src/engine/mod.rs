@@ -49,9 +49,9 @@ pub struct StoreConfig {
     /// Most requests in one batch.
     pub coalesce_max_batch: u32,
     /// Most batches of one shop (and operation) running at once. One: on a
-    /// hot item two batches at once are each a third the size and meet each
-    /// other at the item's pool and refill (BENCHMARKS.md, "One batch of a
-    /// shop at a time, or two": half the rate).
+    /// hot item two batches at once are smaller and meet each other at the
+    /// item's pool and refill (BENCHMARKS.md, "One batch of a shop at a time,
+    /// or two": holds at half the rate, checkouts at two thirds).
     pub coalesce_in_flight: u32,
 }
 
