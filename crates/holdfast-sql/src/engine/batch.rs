@@ -249,6 +249,7 @@ impl<D: Dialect> SqlStore<D> {
         let took = holds.iter().flat_map(|(_, lines)| lines);
         self.watch(&mut tx, shop, took.map(|a| (a.item.clone(), a.location.clone(), -i64::from(a.quantity)))).await?;
         tx.commit().await?;
+        self.refill_ahead(shop, &given);
         Ok(Batch { outcomes })
     }
 

@@ -50,8 +50,8 @@ pub struct StoreConfig {
     pub coalesce_max_batch: u32,
     /// Most batches of one shop (and operation) running at once. One: on a
     /// hot item two batches at once are smaller and meet each other at the
-    /// item's pool and refill (BENCHMARKS.md, "One batch of a shop at a time,
-    /// or two": holds at half the rate, checkouts at two thirds).
+    /// item's pool (BENCHMARKS.md, "One batch of a shop at a time, or two",
+    /// and "Refilling ahead of need": still slower than one).
     pub coalesce_in_flight: u32,
 }
 
@@ -124,6 +124,9 @@ pub(crate) struct SqlStore<D: Dialect> {
     gates: gate::Gates,
     /// One reserve per (shop, idempotency key) of this process at a time.
     keys: gate::KeyGates,
+    /// The pools a refill ahead of need is running for in this process
+    /// (stock.rs, [`SqlStore::refill_ahead`]).
+    refilling: stock::Refilling,
     /// `None` when coalescing is off.
     coalesce: Option<Coalescers>,
     /// Who wants which events (webhooks.rs).
@@ -153,8 +156,8 @@ impl<D: Dialect> SqlStore<D> {
                 sweeps: Coalescer::new("expire", batch, 1),
             }
         });
-        let (counters, gates, keys, outbox) = Default::default();
-        Self { pool, cfg, counters, gates, keys, coalesce, outbox, me }
+        let (counters, gates, keys, refilling, outbox) = Default::default();
+        Self { pool, cfg, counters, gates, keys, refilling, coalesce, outbox, me }
     }
 
     /// A claim, release or extend: in a batch of its shop's, or alone.

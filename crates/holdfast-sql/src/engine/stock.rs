@@ -2,13 +2,15 @@
 //! lock (lock order step 2): releasing expired holds inline, folding settled
 //! units into the ledger row, and refilling the pool from it.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange, StockRequest};
 
 use super::{Fail, SqlStore};
-use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Spec, Stmt, TxMode, Want};
+use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Spec, Stmt, TxMode, Unit, Want};
 use crate::run;
 use crate::tag;
 
@@ -131,6 +133,55 @@ impl<D: Dialect> SqlStore<D> {
             .ok_or_else(|| Fail::Domain(Error::Internal("ledger row vanished".into())))
     }
 
+    /// Counts the units `given` took from each pool and starts a refill, on
+    /// a task of its own, of each pool this process has taken half of
+    /// `pool_cap` from since it last refilled it. Without this, the batch
+    /// that finds a hot item's pool empty refills it inline while every
+    /// buyer of the shop waits behind it (about 10 ms for 1,000 rows on
+    /// PostgreSQL, once per `pool_cap` units); ahead of need, the batches go
+    /// on taking the other half meanwhile. It is only a head start: a
+    /// reserve that comes up short still refills inline, and a pool whose
+    /// ledger row is locked (someone is refilling it) is left alone.
+    pub(super) fn refill_ahead(&self, shop: &ShopId, given: &[Unit]) {
+        let mut due = Vec::new();
+        {
+            let mut pools = self.refilling.lock().expect("refilling");
+            if pools.len() > PoolCount::MOST {
+                pools.retain(|_, p| p.running); // forget the counts, keep the guards
+            }
+            for u in given {
+                let key = (shop.clone(), u.item.clone(), u.location.clone());
+                let p = pools.entry(key).or_default();
+                p.taken += 1;
+                if !p.running && p.taken >= (self.cfg.pool_cap / 2).max(1) {
+                    p.running = true;
+                    due.push((u.item.clone(), u.location.clone()));
+                }
+            }
+        }
+        for (item, location) in due {
+            let Some(me) = self.me.upgrade() else { return };
+            let (shop, spec) = (shop.clone(), [(item.clone(), Some(location.clone()))]);
+            tokio::spawn(tag::carried(tag::op("replenish", async move {
+                if let Err(e) = me.refill(&shop, &spec).await {
+                    tracing::debug!(error = ?e, "a refill ahead of need failed; reserves refill inline");
+                }
+                let mut pools = me.refilling.lock().expect("refilling");
+                if let Some(p) = pools.get_mut(&(shop, item, location)) {
+                    p.running = false;
+                }
+            })));
+        }
+    }
+
+    /// This process refilled a pool: its count of units taken starts again.
+    fn refilled(&self, shop: &ShopId, item: &ItemId, location: &LocationId) {
+        let mut pools = self.refilling.lock().expect("refilling");
+        if let Some(p) = pools.get_mut(&(shop.clone(), item.clone(), location.clone())) {
+            p.taken = 0;
+        }
+    }
+
     /// Refills the pools of `spec` from their ledger rows, in a transaction
     /// of its own (the slow path's refill, for a batch's short requests).
     /// Rows another transaction holds are skipped: whoever holds one is
@@ -179,6 +230,7 @@ impl<D: Dialect> SqlStore<D> {
                 let inserted = tag::op("replenish", run::exec::<D>(tx, Stmt::Refill, &args)).await?;
                 if inserted > 0 {
                     self.counters.replenishments.fetch_add(1, Ordering::Relaxed);
+                    self.refilled(shop, &row.item, &row.location);
                     refilled = 1;
                 }
                 row.unpooled -= inserted as i64;
@@ -228,4 +280,21 @@ impl<D: Dialect> SqlStore<D> {
             _ => Some(None),
         })
     }
+}
+
+/// Per pool this process takes units from: how many it took since it last
+/// refilled it, and whether a refill ahead of need is running
+/// ([`SqlStore::refill_ahead`]).
+pub(super) type Refilling = Mutex<HashMap<(ShopId, ItemId, LocationId), PoolCount>>;
+
+#[derive(Debug, Default)]
+pub(super) struct PoolCount {
+    taken: u32,
+    running: bool,
+}
+
+impl PoolCount {
+    /// Pools counted at most; past it the counts start again (a count only
+    /// decides when a head start begins).
+    const MOST: usize = 10_000;
 }

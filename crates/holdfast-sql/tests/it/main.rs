@@ -10,6 +10,7 @@ mod hot_items;
 mod level_reads;
 mod margin;
 mod mysql_locks;
+mod refill_ahead;
 mod retention;
 mod unswept;
 
