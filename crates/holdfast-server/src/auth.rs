@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::error::ApiError;
+use crate::routes::PathParams;
 use crate::state::AppState;
 
 const PREFIX: &str = "hf_";
@@ -153,11 +154,8 @@ impl FromRequestParts<AppState> for ShopAccess {
         // Authentication first: an anonymous caller learns nothing, not even
         // whether a shop id is well formed.
         let caller = state.auth.authenticate(authorization(parts)).await?;
-        let params = RawPathParams::from_request_parts(parts, state).await.map_err(|e| {
-            ApiError::new(axum::http::StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", e.body_text())
-        })?;
-        let raw = params.iter().find(|(k, _)| *k == "shop").map(|(_, v)| v).unwrap_or_default();
-        let shop = ShopId::new(raw)?;
+        let params = RawPathParams::from_request_parts(parts, state).await?;
+        let shop = ShopId::parse(&params)?;
         if !caller.may(&shop) {
             return Err(ApiError::not_found(format!("no shop {shop} for this token")));
         }

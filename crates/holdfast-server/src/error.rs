@@ -4,7 +4,7 @@
 //! `holdfast_core::Error` gives them; the codes added here are the HTTP
 //! layer's own (auth, routing, body framing, timeouts).
 
-use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::rejection::{JsonRejection, QueryRejection, RawPathParamsRejection};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use holdfast_core::{Error, Invalid, ItemId, Quantity, Shortfall};
@@ -183,8 +183,9 @@ impl From<JsonRejection> for ApiError {
     }
 }
 
-impl From<PathRejection> for ApiError {
-    fn from(r: PathRejection) -> Self {
+/// Path parameters that could not be read (not UTF-8 once percent-decoded).
+impl From<RawPathParamsRejection> for ApiError {
+    fn from(r: RawPathParamsRejection) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_request", r.body_text())
     }
 }

@@ -20,7 +20,7 @@ use utoipa::openapi::link::LinkBuilder;
 use utoipa::openapi::path::{HttpMethod, Operation, OperationBuilder, ParameterBuilder, ParameterIn, PathItem};
 use utoipa::openapi::response::{Response, ResponseBuilder};
 use utoipa::openapi::schema::{AdditionalProperties, AllOfBuilder, ObjectBuilder, Schema, Type};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{Ref, RefOr, Required};
 use utoipa::{Modify, OpenApi};
 
@@ -95,6 +95,9 @@ use crate::{api, console, error, routes};
 #[derive(Debug)]
 pub struct ApiDoc;
 
+/// The bearer scheme, and the routes that need it: every `/v1` route takes
+/// a [`crate::auth::ShopAccess`] and every `/admin` route an
+/// [`crate::auth::Admin`], so the handlers do not declare it one by one.
 struct Bearer;
 
 impl Modify for Bearer {
@@ -106,7 +109,20 @@ impl Modify for Bearer {
                 HttpBuilder::new().scheme(HttpAuthScheme::Bearer).bearer_format("hf_<id>_<secret>").build(),
             ),
         );
+        for (path, op) in operations(doc) {
+            if path.starts_with("/v1/") || path.starts_with("/admin/") {
+                op.security = Some(vec![SecurityRequirement::new("bearer", Vec::<String>::new())]);
+            }
+        }
     }
+}
+
+/// Every operation of the document, with its path.
+fn operations(doc: &mut utoipa::openapi::OpenApi) -> impl Iterator<Item = (&str, &mut Operation)> {
+    doc.paths.paths.iter_mut().flat_map(|(path, item)| {
+        let ops = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        ops.into_iter().flatten().map(move |op| (path.as_str(), op))
+    })
 }
 
 /// The answers every route gets from how it is reached (see the module's
@@ -117,8 +133,10 @@ struct Contract;
 
 impl Modify for Contract {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        doc.paths.paths.insert("/metrics".into(), PathItem::new(HttpMethod::Get, metrics_operation()));
-        doc.paths.paths.insert("/openapi.json".into(), PathItem::new(HttpMethod::Get, document_operation()));
+        let metrics = ("Prometheus metrics (text exposition format).", "the metrics", "text/plain; version=0.0.4");
+        doc.paths.paths.insert("/metrics".into(), plain_route("metrics", metrics, Type::String));
+        let document = ("This document.", "the OpenAPI document", "application/json");
+        doc.paths.paths.insert("/openapi.json".into(), plain_route("openapi", document, Type::Object));
         // utoipa 5 does not carry `deny_unknown_fields` into an enum's
         // variants; these enums refuse unknown fields in each.
         if let Some(components) = doc.components.as_mut() {
@@ -134,12 +152,9 @@ impl Modify for Contract {
             }
         }
         let schemas = doc.components.as_ref().map(|c| c.schemas.clone()).unwrap_or_default();
-        for (path, item) in doc.paths.paths.iter_mut() {
-            let ops = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
-            for op in ops.into_iter().flatten() {
-                contract(path, op);
-                inline_parameters(op, &schemas);
-            }
+        for (path, op) in operations(doc) {
+            contract(path, op);
+            inline_parameters(op, &schemas);
         }
         links(doc);
     }
@@ -181,44 +196,27 @@ fn reached(path: &str, op: &Operation) -> Vec<Answer> {
         }
         answers.push(Answer { status: 400, why: why.join("; "), codes });
     }
-    if secured {
-        answers.push(Answer::new(401, "`unauthorized`: the token is missing, unknown or revoked", &["unauthorized"]));
-    }
-    if secured && admin {
-        answers.push(Answer::new(403, "`forbidden`: the token is not an admin token", &["forbidden"]));
-    }
-    if shop {
-        answers.push(Answer::new(
-            404,
-            "`not_found`: a shop this token does not reach, answered as if it did not exist",
-            &["not_found"],
-        ));
-    }
-    answers.push(Answer::new(
-        405,
-        "`method_not_allowed`: the path does not take the method sent; `Allow` lists those it takes",
-        &["method_not_allowed"],
-    ));
-    if body {
-        answers.push(Answer::new(
-            413,
-            "`payload_too_large`: the body is over `body_limit_bytes`",
-            &["payload_too_large"],
-        ));
-        answers.push(Answer::new(
-            415,
-            "`unsupported_media_type`: the body is not sent as `application/json`",
-            &["unsupported_media_type"],
-        ));
-    }
-    if inputs {
-        answers.push(Answer::new(
+    // The answers of one code each, when they apply; the code is the one
+    // the description names, as in a handler's own answers.
+    let single: [(bool, u16, &str); 8] = [
+        (secured, 401, "`unauthorized`: the token is missing, unknown or revoked"),
+        (secured && admin, 403, "`forbidden`: the token is not an admin token"),
+        (shop, 404, "`not_found`: a shop this token does not reach, answered as if it did not exist"),
+        (true, 405, "`method_not_allowed`: the path does not take the method sent; `Allow` lists those it takes"),
+        (body, 413, "`payload_too_large`: the body is over `body_limit_bytes`"),
+        (body, 415, "`unsupported_media_type`: the body is not sent as `application/json`"),
+        (
+            inputs,
             422,
             "`invalid_request`: a parameter or body field is missing, of the wrong type, out of range or unknown",
-            &["invalid_request"],
-        ));
+        ),
+        (true, 500, "`internal`: a bug; the details are in the server's log, not here"),
+    ];
+    for (applies, status, why) in single {
+        if applies {
+            answers.push(Answer { status, why: why.to_string(), codes: declared_codes(status, why) });
+        }
     }
-    answers.push(Answer::new(500, "`internal`: a bug; the details are in the server's log, not here", &["internal"]));
     // Every secured route looks its token up; those that use the store may
     // also run out of retries.
     let store = v1 || body || path == "/admin/audit";
@@ -346,34 +344,22 @@ fn error_response(answer: &Answer) -> Response {
     response.build()
 }
 
-fn metrics_operation() -> Operation {
-    let text = ObjectBuilder::new().schema_type(Type::String);
-    OperationBuilder::new()
+/// A route with no handler attribute: `GET`, with its summary and one `200`
+/// answer (its description and content type) whose schema is a bare `schema`.
+fn plain_route(id: &str, (summary, answer, content): (&str, &str, &str), schema: Type) -> PathItem {
+    let schema = ObjectBuilder::new().schema_type(schema);
+    let op = OperationBuilder::new()
         .tag("health")
-        .operation_id(Some("metrics"))
-        .summary(Some("Prometheus metrics (text exposition format)."))
+        .operation_id(Some(id))
+        .summary(Some(summary))
         .response(
             "200",
             ResponseBuilder::new()
-                .description("the metrics")
-                .content("text/plain; version=0.0.4", ContentBuilder::new().schema(Some(text)).build()),
+                .description(answer)
+                .content(content, ContentBuilder::new().schema(Some(schema)).build()),
         )
-        .build()
-}
-
-fn document_operation() -> Operation {
-    let object = ObjectBuilder::new().schema_type(Type::Object);
-    OperationBuilder::new()
-        .tag("health")
-        .operation_id(Some("openapi"))
-        .summary(Some("This document."))
-        .response(
-            "200",
-            ResponseBuilder::new()
-                .description("the OpenAPI document")
-                .content("application/json", ContentBuilder::new().schema(Some(object)).build()),
-        )
-        .build()
+        .build();
+    PathItem::new(HttpMethod::Get, op)
 }
 
 /// Links from an answer that names a new resource to the operations that

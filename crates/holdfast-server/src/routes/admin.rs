@@ -29,8 +29,7 @@ pub struct AuditQuery {
 #[utoipa::path(
     get, path = "/admin/audit", tag = "admin", operation_id = "audit",
     params(AuditQuery),
-    responses((status = 200, description = "the audit's findings", body = AuditBody)),
-    security(("bearer" = []))
+    responses((status = 200, description = "the audit's findings", body = AuditBody))
 )]
 pub async fn audit(
     State(state): State<AppState>,
@@ -52,8 +51,7 @@ pub struct ConnectionsBody {
 /// Who held database connections, and for how long, per conn tag.
 #[utoipa::path(
     get, path = "/admin/connections", tag = "admin", operation_id = "connections",
-    responses((status = 200, description = "connection use per conn tag", body = ConnectionsBody)),
-    security(("bearer" = []))
+    responses((status = 200, description = "connection use per conn tag", body = ConnectionsBody))
 )]
 pub async fn connections(_admin: Admin) -> Json<ConnectionsBody> {
     Json(ConnectionsBody { tags: holdfast_sql::connection_report() })
@@ -82,8 +80,7 @@ pub struct ModesQuery {
     responses(
         (status = 200, description = "rules, resolved modes, shadow counters", body = AdminModes),
         (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
-    ),
-    security(("bearer" = []))
+    )
 )]
 pub async fn modes(
     State(state): State<AppState>,
@@ -107,8 +104,7 @@ pub async fn modes(
         (status = 200, description = "the rules now in force", body = ModesView),
         (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
         (status = 422, description = "`invalid_request`, also for a `pod` the pods file does not name", body = ErrorBody),
-    ),
-    security(("bearer" = []))
+    )
 )]
 pub async fn set_mode(
     State(state): State<AppState>,
@@ -133,8 +129,7 @@ pub struct KillSwitchBody {
     responses(
         (status = 200, description = "whether it is engaged", body = KillSwitchBody),
         (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
-    ),
-    security(("bearer" = []))
+    )
 )]
 pub async fn kill_switch(State(state): State<AppState>, _admin: Admin) -> ApiResult<Json<KillSwitchBody>> {
     Ok(Json(KillSwitchBody { engaged: migration(&state)?.control.kill_switch().engaged }))
@@ -148,8 +143,7 @@ pub async fn kill_switch(State(state): State<AppState>, _admin: Admin) -> ApiRes
     responses(
         (status = 200, description = "whether it is engaged now", body = KillSwitchBody),
         (status = 404, description = "`not_found`: serving without --redis-url", body = ErrorBody),
-    ),
-    security(("bearer" = []))
+    )
 )]
 pub async fn set_kill_switch(
     State(state): State<AppState>,

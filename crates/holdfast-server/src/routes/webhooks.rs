@@ -1,16 +1,18 @@
 //! `/v1/shops/{shop}/webhooks…`: a shop's webhook subscriptions — add (the
 //! secret is in this answer only), list, remove.
 
+use std::str::FromStr;
+
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use holdfast_core::{Invalid, ShopId, Subscription, Topic, Topics, WEBHOOK_URL_MAX, WEBHOOK_URL_PATTERN};
+use holdfast_core::{Invalid, Subscription, Topic, Topics, WEBHOOK_URL_MAX, WEBHOOK_URL_PATTERN};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use utoipa::openapi::schema::{Object, ObjectBuilder, Type};
 
-use super::{Body, Params, body, params};
+use super::{Body, PathParam, ShopPath, body};
 use crate::auth::ShopAccess;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::state::AppState;
@@ -42,9 +44,23 @@ fn webhook_url() -> Object {
 /// The ids subscriptions get: `wh_` and 16 of a-z 2-7.
 pub const WEBHOOK_ID_PATTERN: &str = "^wh_[a-z2-7]{16}$";
 
-/// A subscription's id, as the service makes them.
+/// A subscription's id, as the service makes them. Any other text is taken
+/// as it is: it names no subscription, so the route answers `404`.
 #[derive(Debug)]
-pub struct WebhookId;
+pub struct WebhookId(pub String);
+
+impl FromStr for WebhookId {
+    type Err = Invalid;
+
+    fn from_str(s: &str) -> Result<Self, Invalid> {
+        Ok(Self(s.to_string()))
+    }
+}
+
+impl PathParam for WebhookId {
+    const NAME: &'static str = "id";
+    const NOTE: Option<&'static str> = Some("any other value answers `404`");
+}
 
 impl utoipa::PartialSchema for WebhookId {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -111,13 +127,12 @@ pub fn topics(names: &[String]) -> Result<Topics, Invalid> {
 /// Subscribe a URL to the shop's events.
 #[utoipa::path(
     post, path = "/v1/shops/{shop}/webhooks", tag = "webhooks", operation_id = "create_webhook",
-    params(("shop" = ShopId, Path)),
+    params(ShopAccess),
     request_body = CreateWebhook,
     responses(
         (status = 201, description = "subscribed; the secret is shown this once", body = CreatedWebhook),
         (status = 422, description = "`invalid_request`: the URL or a topic", body = ErrorBody),
-    ),
-    security(("bearer" = []))
+    )
 )]
 pub async fn create(
     State(state): State<AppState>,
@@ -134,9 +149,8 @@ pub async fn create(
 /// The shop's subscriptions, oldest first.
 #[utoipa::path(
     get, path = "/v1/shops/{shop}/webhooks", tag = "webhooks", operation_id = "list_webhooks",
-    params(("shop" = ShopId, Path)),
-    responses((status = 200, description = "the shop's subscriptions, oldest first", body = WebhookList)),
-    security(("bearer" = []))
+    params(ShopAccess),
+    responses((status = 200, description = "the shop's subscriptions, oldest first", body = WebhookList))
 )]
 pub async fn list(State(state): State<AppState>, access: ShopAccess) -> ApiResult<Json<WebhookList>> {
     let subs = state.db.webhooks.list_subscriptions(&access.shop).await?;
@@ -146,20 +160,14 @@ pub async fn list(State(state): State<AppState>, access: ShopAccess) -> ApiResul
 /// Remove a subscription; deliveries not yet made to it are dropped.
 #[utoipa::path(
     delete, path = "/v1/shops/{shop}/webhooks/{id}", tag = "webhooks", operation_id = "remove_webhook",
-    params(("shop" = ShopId, Path), ("id" = WebhookId, Path, description = "any other value answers `404`")),
+    params(ShopPath<WebhookId>),
     responses(
         (status = 204, description = "removed"),
         (status = 404, description = "`not_found`: the shop has no such subscription", body = ErrorBody),
-    ),
-    security(("bearer" = []))
+    )
 )]
-pub async fn remove(
-    State(state): State<AppState>,
-    access: ShopAccess,
-    p: Params<(String, String)>,
-) -> ApiResult<StatusCode> {
-    let id = params(p)?.1;
-    if state.db.webhooks.remove_subscription(&access.shop, &id).await? {
+pub async fn remove(State(state): State<AppState>, p: ShopPath<WebhookId>) -> ApiResult<StatusCode> {
+    if state.db.webhooks.remove_subscription(&p.shop, &p.at.0).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found("no such webhook subscription"))

@@ -168,4 +168,13 @@ pub async fn stock(app: &TestApp, token: &str, shop: &str, item: &str, location:
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
+/// Holds `quantity` of `item` in a shop over HTTP (key `k`, any location)
+/// and answers the new reservation.
+pub async fn hold(app: &TestApp, token: &str, shop: &str, item: &str, quantity: u32) -> Value {
+    let cart = serde_json::json!({ "key": "k", "lines": [{ "item": item, "quantity": quantity }] });
+    let (status, r) = app.post(&format!("/v1/shops/{shop}/reservations"), token, cart).await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    r
+}
+
 pub fn no_tweak(_: &mut Settings) {}

@@ -4,21 +4,14 @@ use holdfast_core::Backend;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::app::{mint, no_tweak, stock, with_app};
+use crate::app::{hold, mint, no_tweak, stock, with_app};
 
 /// A shop token cannot see or touch another shop's reservation, by that
 /// shop's path or by its own: both answer 404, and nothing changes.
 pub async fn another_shops_reservation_answers_404(b: Backend) {
     with_app(b, no_tweak, |app| async move {
         stock(&app, &app.s2, "s2", "x", "wh", 5).await;
-        let (status, r) = app
-            .post(
-                "/v1/shops/s2/reservations",
-                &app.s2,
-                json!({ "key": "k", "lines": [{ "item": "x", "quantity": 1 }] }),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED);
+        let r = hold(&app, &app.s2, "s2", "x", 1).await;
         let id = r["id"].as_i64().unwrap();
         for shop in ["s2", "s1"] {
             let r = format!("/v1/shops/{shop}/reservations/{id}");

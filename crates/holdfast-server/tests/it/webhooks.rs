@@ -575,14 +575,7 @@ pub async fn subscriptions_over_http_and_serves_own_workers(b: Backend) {
         assert!(listed.iter().all(|w| w.get("secret").is_none() && w["disabled_at"].is_null()), "{list}");
 
         crate::app::stock(&app, &app.s1, "s1", "a", "wh", 5).await;
-        let (status, r) = app
-            .post(
-                "/v1/shops/s1/reservations",
-                &app.s1,
-                json!({ "key": "k", "lines": [{ "item": "a", "quantity": 2 }] }),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED);
+        let r = crate::app::hold(&app, &app.s1, "s1", "a", 2).await;
         let id = r["id"].as_i64().unwrap();
         let (status, claimed) = app.post(&format!("/v1/shops/s1/reservations/{id}/claim"), &app.s1, json!({})).await;
         assert_eq!(status, StatusCode::OK, "{claimed}");
