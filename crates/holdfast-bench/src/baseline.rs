@@ -62,6 +62,64 @@ fn is_deadlock(e: &sqlx::Error) -> bool {
     }
 }
 
+/// The rows a statement changed, whichever database ran it (each driver
+/// has its own result type).
+trait RowsAffected {
+    fn rows(&self) -> u64;
+}
+
+impl RowsAffected for sqlx::postgres::PgQueryResult {
+    fn rows(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+impl RowsAffected for sqlx::mysql::MySqlQueryResult {
+    fn rows(&self) -> u64 {
+        self.rows_affected()
+    }
+}
+
+/// The counter's reserve, in one transaction on either database: `take`
+/// moves the units off the run's counter row (no row changed: fewer units
+/// are left, and the transaction is rolled back), then `hold` writes the
+/// hold record and gives its id.
+async fn take_then_hold<DB>(
+    mut tx: sqlx::Transaction<'_, DB>,
+    take: impl AsyncFnOnce(&mut DB::Connection) -> Result<DB::QueryResult, sqlx::Error>,
+    hold: impl AsyncFnOnce(&mut DB::Connection) -> Result<i64, sqlx::Error>,
+) -> Result<Option<i64>, sqlx::Error>
+where
+    DB: sqlx::Database,
+    DB::QueryResult: RowsAffected,
+{
+    if take(&mut tx).await?.rows() == 0 {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    let id = hold(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Some(id))
+}
+
+/// `$body` once for each database, with `$p` its pool and `$sql` the
+/// statement written for it: the pools' types differ, the code on them
+/// does not.
+macro_rules! on_pool {
+    ($pool:expr, $pg:expr, $my:expr, |$p:ident, $sql:ident| $body:expr) => {
+        match $pool {
+            Pool::Pg($p) => {
+                let $sql = $pg;
+                $body
+            }
+            Pool::My($p) => {
+                let $sql = $my;
+                $body
+            }
+        }
+    };
+}
+
 const PG_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS bench_counter (
     run text NOT NULL PRIMARY KEY,
@@ -128,54 +186,58 @@ impl Baseline {
     async fn counter_reserve(&self, key: &str, qty: u32) -> Result<Option<i64>, sqlx::Error> {
         match &self.pool {
             Pool::Pg(p) => {
-                let mut tx = p.begin().await?;
-                let taken = sqlx::query(
-                    "UPDATE bench_counter SET available = available - $2 WHERE run = $1 AND available >= $2",
+                take_then_hold(
+                    p.begin().await?,
+                    async |c| {
+                        sqlx::query(
+                            "UPDATE bench_counter SET available = available - $2 WHERE run = $1 AND available >= $2",
+                        )
+                        .bind(&self.run)
+                        .bind(qty as i64)
+                        .execute(c)
+                        .await
+                    },
+                    async |c| {
+                        sqlx::query_scalar(
+                            "INSERT INTO bench_holds (run, key, quantity, status, expires_at)
+                             VALUES ($1, $2, $3, 'held', now() + interval '10 minutes') RETURNING id",
+                        )
+                        .bind(&self.run)
+                        .bind(key)
+                        .bind(qty as i32)
+                        .fetch_one(c)
+                        .await
+                    },
                 )
-                .bind(&self.run)
-                .bind(qty as i64)
-                .execute(&mut *tx)
-                .await?;
-                if taken.rows_affected() == 0 {
-                    tx.rollback().await?;
-                    return Ok(None);
-                }
-                let id: i64 = sqlx::query_scalar(
-                    "INSERT INTO bench_holds (run, key, quantity, status, expires_at)
-                     VALUES ($1, $2, $3, 'held', now() + interval '10 minutes') RETURNING id",
-                )
-                .bind(&self.run)
-                .bind(key)
-                .bind(qty as i32)
-                .fetch_one(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(Some(id))
+                .await
             }
             Pool::My(p) => {
-                let mut tx = p.begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION").await?;
-                let taken =
-                    sqlx::query("UPDATE bench_counter SET available = available - ? WHERE run = ? AND available >= ?")
+                take_then_hold(
+                    p.begin_with("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION").await?,
+                    async |c| {
+                        sqlx::query(
+                            "UPDATE bench_counter SET available = available - ? WHERE run = ? AND available >= ?",
+                        )
                         .bind(qty as i64)
                         .bind(&self.run)
                         .bind(qty as i64)
-                        .execute(&mut *tx)
+                        .execute(c)
+                        .await
+                    },
+                    async |c| {
+                        let done = sqlx::query(
+                            "INSERT INTO bench_holds (run, `key`, quantity, status, expires_at)
+                             VALUES (?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE)",
+                        )
+                        .bind(&self.run)
+                        .bind(key)
+                        .bind(qty as i32)
+                        .execute(c)
                         .await?;
-                if taken.rows_affected() == 0 {
-                    tx.rollback().await?;
-                    return Ok(None);
-                }
-                let done = sqlx::query(
-                    "INSERT INTO bench_holds (run, `key`, quantity, status, expires_at)
-                     VALUES (?, ?, ?, 'held', UTC_TIMESTAMP(6) + INTERVAL 10 MINUTE)",
+                        Ok(done.last_insert_id() as i64)
+                    },
                 )
-                .bind(&self.run)
-                .bind(key)
-                .bind(qty as i32)
-                .execute(&mut *tx)
-                .await?;
-                tx.commit().await?;
-                Ok(Some(done.last_insert_id() as i64))
+                .await
             }
         }
     }
@@ -290,28 +352,20 @@ impl Target for Baseline {
         if self.kind == Kind::Ceiling {
             return Ok(());
         }
-        match &self.pool {
-            Pool::Pg(p) => sqlx::query(
-                "INSERT INTO bench_counter (run, available) VALUES ($1, $2)
-                 ON CONFLICT (run) DO UPDATE SET available = EXCLUDED.available",
-            )
-            .bind(&self.run)
-            .bind(stock as i64)
-            .execute(p)
-            .await
-            .map(|_| ())
-            .map_err(db_err)?,
-            Pool::My(p) => sqlx::query(
-                "INSERT INTO bench_counter (run, available) VALUES (?, ?)
-                 ON DUPLICATE KEY UPDATE available = VALUES(available)",
-            )
-            .bind(&self.run)
-            .bind(stock as i64)
-            .execute(p)
-            .await
-            .map(|_| ())
-            .map_err(db_err)?,
-        };
+        on_pool!(
+            &self.pool,
+            "INSERT INTO bench_counter (run, available) VALUES ($1, $2)
+             ON CONFLICT (run) DO UPDATE SET available = EXCLUDED.available",
+            "INSERT INTO bench_counter (run, available) VALUES (?, ?)
+             ON DUPLICATE KEY UPDATE available = VALUES(available)",
+            |p, sql| sqlx::query(sql)
+                .bind(&self.run)
+                .bind(stock as i64)
+                .execute(p)
+                .await
+                .map(|_| ())
+                .map_err(db_err)?
+        );
         Ok(())
     }
 
@@ -342,18 +396,12 @@ impl Target for Baseline {
     async fn books(&self) -> Result<Books, Error> {
         let stock = self.stock.load(Ordering::Relaxed) as i64;
         if self.kind == Kind::Ceiling {
-            let n: i64 = match &self.pool {
-                Pool::Pg(p) => sqlx::query_scalar("SELECT count(*) FROM bench_ceiling WHERE run = $1")
-                    .bind(&self.run)
-                    .fetch_one(p)
-                    .await
-                    .map_err(db_err)?,
-                Pool::My(p) => sqlx::query_scalar("SELECT COUNT(*) FROM bench_ceiling WHERE run = ?")
-                    .bind(&self.run)
-                    .fetch_one(p)
-                    .await
-                    .map_err(db_err)?,
-            };
+            let n: i64 = on_pool!(
+                &self.pool,
+                "SELECT count(*) FROM bench_ceiling WHERE run = $1",
+                "SELECT COUNT(*) FROM bench_ceiling WHERE run = ?",
+                |p, sql| sqlx::query_scalar(sql).bind(&self.run).fetch_one(p).await.map_err(db_err)?
+            );
             return Ok(Books { committed: 0, reserved: n, available: stock - n, audit_ok: Some(n <= stock) });
         }
         let (available, committed, reserved): (i64, i64, i64) = match &self.pool {

@@ -12,7 +12,7 @@ use holdfast_core::ConnHold;
 use holdfast_core::{Error, Invalid};
 use holdfast_sql::ConnectOptions;
 
-use crate::cli::{ChurnArgs, DbArgs, FaultArg, FlashSaleArgs, MatrixArgs, VerifyArgs, VerifyMode};
+use crate::cli::{ChurnArgs, DbArgs, FlashSaleArgs, MatrixArgs, VerifyArgs, VerifyMode};
 use crate::output::Printer;
 use crate::{Failure, OrFail};
 
@@ -416,19 +416,7 @@ pub async fn verify(db: &DbArgs, a: VerifyArgs) -> Result<ExitCode, Failure> {
         if !(ttl.0 >= 1 && ttl.0 <= ttl.1 && ttl.1 <= 86_400) {
             return Err(fail(Invalid::new("ttl", "give MIN,MAX seconds with 1 <= MIN <= MAX <= 86400").into()));
         }
-        let faults: Vec<Fault> = a
-            .faults
-            .iter()
-            .filter_map(|f| match f {
-                FaultArg::None => None,
-                FaultArg::Cut => Some(Fault::Cut),
-                FaultArg::Outage => Some(Fault::Outage),
-                FaultArg::Stall => Some(Fault::Stall),
-                FaultArg::Kill => Some(Fault::Kill),
-                FaultArg::Redis => Some(Fault::Redis),
-                FaultArg::Restart => Some(Fault::Restart),
-            })
-            .collect();
+        let faults: Vec<Fault> = a.faults.iter().flatten().copied().collect();
         let tmp = std::env::temp_dir().join(format!("holdfast-verify-{}", std::process::id()));
         let database_url = holdfast_database(db, a.backend, &tmp, "verify").map_err(fail)?;
         // SQLite is a file in this process: nothing on the network to break.

@@ -3,6 +3,7 @@
 //! where it prints results.
 
 use clap::{Args, Parser, Subcommand};
+use holdfast_bench::verify::Fault;
 use holdfast_core::{Invalid, ItemId, Line, LocationId, Quantity, ReservationId, ShopId};
 
 #[derive(Debug, Parser)]
@@ -410,6 +411,24 @@ mod tests {
     }
 
     #[test]
+    fn faults_parse_into_the_verifier_s_faults_or_none() {
+        let faults = |args: &[&str]| {
+            let argv = [&["holdfast", "bench", "verify"], args].concat();
+            match Cli::try_parse_from(argv).expect("the flags parse").command {
+                Command::Bench(BenchCommand::Verify(v)) => v.faults,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(faults(&[]), [Some(Fault::Cut), Some(Fault::Outage), Some(Fault::Stall)]);
+        assert_eq!(faults(&["--faults", "none"]), [None]);
+        assert_eq!(
+            faults(&["--faults", "kill,redis,restart,none"]),
+            [Some(Fault::Kill), Some(Fault::Redis), Some(Fault::Restart), None]
+        );
+        assert!(Cli::try_parse_from(["holdfast", "bench", "verify", "--faults", "Cut"]).is_err());
+    }
+
+    #[test]
     fn cli_is_well_formed() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
@@ -498,8 +517,8 @@ pub struct VerifyArgs {
     /// database (PostgreSQL and MySQL/MariaDB), kill of the `serve` process
     /// (with --serve), redis (with --mode), restart (runs --restart-cmd);
     /// "none" for none.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "cut,outage,stall")]
-    pub faults: Vec<FaultArg>,
+    #[arg(long, value_delimiter = ',', default_value = "cut,outage,stall", value_parser = fault_or_none())]
+    pub faults: Vec<Option<Fault>>,
     /// Seconds between faults: MIN,MAX.
     #[arg(long, value_delimiter = ',', default_values_t = [10.0, 30.0])]
     pub fault_every: Vec<f64>,
@@ -556,15 +575,17 @@ pub enum VerifyMode {
     SqlPrimary,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum FaultArg {
-    None,
-    Cut,
-    Outage,
-    Stall,
-    Kill,
-    Redis,
-    Restart,
+/// `--faults`' values: `none` (parsed as `None`: no fault), then each
+/// [`Fault`] by its value name. The names alone are listed, so that `--help`
+/// keeps one line of possible values rather than a paragraph per fault.
+fn fault_or_none() -> impl clap::builder::TypedValueParser<Value = Option<Fault>> {
+    use clap::ValueEnum;
+    use clap::builder::TypedValueParser;
+    let faults = Fault::value_variants().iter().filter_map(|f| f.to_possible_value());
+    let names =
+        std::iter::once(clap::builder::PossibleValue::new("none")).chain(faults.map(|p| p.help(None::<&'static str>)));
+    clap::builder::PossibleValuesParser::new(names)
+        .map(|s: String| (s != "none").then(|| Fault::from_str(&s, false).expect("a possible value names a fault")))
 }
 
 #[derive(Debug, Args)]

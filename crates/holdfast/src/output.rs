@@ -21,6 +21,20 @@ impl Printer {
         println!("{}", serde_json::to_string_pretty(&value).expect("JSON values serialize"));
     }
 
+    /// A list: in JSON `{key: [row, …]}`; as text `empty` when there is
+    /// nothing in it. Whether the caller is to print the list's text rows.
+    fn listing<T>(&self, key: &str, list: &[T], row: impl Fn(&T) -> serde_json::Value, empty: &str) -> bool {
+        if self.json {
+            self.emit(json!({ key: list.iter().map(row).collect::<Vec<_>>() }));
+            return false;
+        }
+        if list.is_empty() {
+            println!("{empty}");
+            return false;
+        }
+        true
+    }
+
     pub fn error(&self, e: &Error) {
         let lines = match e {
             Error::InsufficientStock(lines) => Some(lines),
@@ -132,12 +146,8 @@ impl Printer {
                 "disabled_at": s.disabled_at,
             })
         };
-        if self.json {
-            self.emit(json!({ "webhooks": subs.iter().map(row).collect::<Vec<_>>() }));
+        if !self.listing("webhooks", subs, row, "no webhook subscriptions") {
             return;
-        }
-        if subs.is_empty() {
-            println!("no webhook subscriptions");
         }
         for s in subs {
             let state = match s.disabled_at {
@@ -164,12 +174,7 @@ impl Printer {
                 "delivered_at": d.delivered_at,
             })
         };
-        if self.json {
-            self.emit(json!({ "deliveries": list.iter().map(row).collect::<Vec<_>>() }));
-            return;
-        }
-        if list.is_empty() {
-            println!("no deliveries");
+        if !self.listing("deliveries", list, row, "no deliveries") {
             return;
         }
         println!("{:>10}  {:<10} {:>8}  {:<22} {:<30} last answer", "id", "status", "attempts", "type", "event");

@@ -889,16 +889,34 @@ mod tests {
     }
 
     impl H {
+        /// `stock` units of `i` at `a`, then client 1's reserve `k1` of one
+        /// of them answered with hold 7: where most histories here start.
+        fn k1_holds_one(stock: i64) -> H {
+            let mut h = H::with_stock(stock);
+            h.op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true));
+            h
+        }
+
+        /// `n` units of `i` at `a`, set before anything else runs.
+        fn with_stock(n: i64) -> H {
+            let mut h = H::default();
+            h.stock(0, 1, n, q(n, 0, 0));
+            h
+        }
+
         fn op(&mut self, client: u32, from_ms: i64, to_ms: Option<i64>, call: Call, answer: Answer) -> &mut Self {
             self.n += 1;
             let at = 1_000 * S + from_ms * 1_000;
             self.events.push(Event::Invoke { at, op: self.n, client, call });
-            if let Some(to) = to_ms {
-                self.events.push(Event::Complete { at: 1_000 * S + to * 1_000, op: self.n, answer });
-            } else {
-                self.events.push(Event::Complete { at, op: self.n, answer: Answer::Unknown { reason: "lost".into() } });
-            }
+            let done = to_ms.map_or(at, |to| 1_000 * S + to * 1_000);
+            self.events.push(Event::Complete { at: done, op: self.n, answer });
             self
+        }
+
+        /// An operation whose answer was lost: it may or may not have taken
+        /// effect.
+        fn lost(&mut self, client: u32, from_ms: i64, call: Call) -> &mut Self {
+            self.op(client, from_ms, None, call, Answer::Unknown { reason: "lost".into() })
         }
 
         /// A read of `i`'s levels, answered `qty` at `a`.
@@ -923,6 +941,18 @@ mod tests {
             });
             check(&self.events)
         }
+    }
+
+    /// One unit; client 1's reserve `k1` sent at each of `lost` ms with its
+    /// answer lost; `then` (client, call, answer) at 20 ms; `k1` again at
+    /// 30 ms, answered `retry`.
+    fn retried(lost: &[i64], then: (u32, Call, Answer), retry: Answer) -> Report {
+        let mut h = H::with_stock(1);
+        for &at in lost {
+            h.lost(1, at, reserve("k1", 1));
+        }
+        let (client, call, answer) = then;
+        h.op(client, 20, Some(22), call, answer).op(1, 30, Some(32), reserve("k1", 1), retry).check()
     }
 
     /// The check found exactly one violation, at op `n`.
@@ -980,9 +1010,7 @@ mod tests {
 
     #[test]
     fn a_correct_history_passes() {
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
-            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
+        let r = H::k1_holds_one(2)
             .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
             .op(3, 30, Some(32), reserve("k3", 1), short(1, 0))
             .op(1, 40, Some(41), reserve("k1", 1), held(7, 1, 10, false))
@@ -996,8 +1024,7 @@ mod tests {
     fn concurrent_answers_pass_in_the_order_that_explains_them() {
         // Invoked first, answered `insufficient`: only right if the other
         // reserve, concurrent with it, took the last unit first.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
+        let r = H::with_stock(1)
             .op(1, 10, Some(30), reserve("k1", 1), short(1, 0))
             .op(2, 11, Some(20), reserve("k2", 1), held(5, 1, 11, true))
             .check();
@@ -1007,30 +1034,20 @@ mod tests {
     #[test]
     fn finds_an_undersell() {
         // A unit was free and nothing else ran: `insufficient` is wrong.
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
-            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
-            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
-            .check();
+        let r = H::k1_holds_one(2).op(2, 20, Some(22), reserve("k2", 1), short(1, 0)).check();
         refused_at(&r, 3);
     }
 
     #[test]
     fn finds_an_oversell() {
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
-            .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
-            .check();
+        let r = H::k1_holds_one(1).op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true)).check();
         refused_at(&r, 3);
     }
 
     #[test]
     fn finds_a_wrong_replay() {
         // The replay of k1 answers another reservation's id.
-        let r = H::default()
-            .stock(0, 1, 5, q(5, 0, 0))
-            .op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true))
+        let r = H::k1_holds_one(5)
             .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
             .op(1, 30, Some(32), reserve("k1", 1), held(8, 1, 20, false))
             .check();
@@ -1040,15 +1057,13 @@ mod tests {
     #[test]
     fn finds_a_stale_read() {
         // The read starts after the hold was answered, yet misses it.
-        let r = H::default()
-            .stock(0, 1, 5, q(5, 0, 0))
+        let r = H::with_stock(5)
             .op(1, 10, Some(12), reserve("k1", 2), held(7, 2, 10, true))
             .read(2, 20, 22, q(5, 0, 0))
             .check();
         refused_at(&r, 3);
         // The same read concurrent with the reserve may see either side.
-        let r = H::default()
-            .stock(0, 1, 5, q(5, 0, 0))
+        let r = H::with_stock(5)
             .op(1, 10, Some(30), reserve("k1", 2), held(7, 2, 10, true))
             .read(2, 20, 22, q(5, 0, 0))
             .check();
@@ -1063,8 +1078,7 @@ mod tests {
         let t0 = 1_000 * S;
         let level = |qty| Answer::Levels { locations: vec![("a".into(), qty)] };
         let history = |j_seen: Qty| {
-            H::default()
-                .stock(0, 1, 1, q(1, 0, 0))
+            H::with_stock(1)
                 .op(
                     0,
                     2,
@@ -1109,50 +1123,28 @@ mod tests {
     fn a_lost_answer_may_have_taken_effect() {
         // The first attempt's answer was lost; it did hold the unit, as the
         // retry's replay shows, and the other buyer was rightly refused.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, None, reserve("k1", 1), Answer::Unknown { reason: "lost".into() })
-            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
-            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
-            .check();
+        let r = retried(&[10], (2, reserve("k2", 1), short(1, 0)), held(9, 1, 10, false));
         assert!(r.ok(), "{}", r.violations[0]);
         // Or it did not: then the unit was free for the other buyer.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, None, reserve("k1", 1), Answer::Unknown { reason: "lost".into() })
+        let r = H::with_stock(1)
+            .lost(1, 10, reserve("k1", 1))
             .op(2, 20, Some(22), reserve("k2", 1), held(3, 1, 20, true))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // But a replay cannot answer a reservation nothing created.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(2, 20, Some(22), reserve("k2", 1), held(3, 1, 20, true))
-            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
-            .check();
+        let r = retried(&[], (2, reserve("k2", 1), held(3, 1, 20, true)), held(9, 1, 10, false));
         assert_eq!(r.violations.len(), 1, "a replay of a key never used passed");
     }
 
     #[test]
     fn a_retry_settles_what_its_lost_attempts_did() {
-        let lost = || Answer::Unknown { reason: "lost".into() };
         // Two lost attempts, then the retry finds the hold: one creation,
         // before the other buyer was refused.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, None, reserve("k1", 1), lost())
-            .op(1, 15, None, reserve("k1", 1), lost())
-            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
-            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
-            .check();
+        let r = retried(&[10, 15], (2, reserve("k2", 1), short(1, 0)), held(9, 1, 10, false));
         assert!(r.ok(), "{}", r.violations[0]);
         // The retry created the hold: the lost attempts made none, so a
         // refusal before it is wrong.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, None, reserve("k1", 1), lost())
-            .op(2, 20, Some(22), reserve("k2", 1), short(1, 0))
-            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 30, true))
-            .check();
+        let r = retried(&[10], (2, reserve("k2", 1), short(1, 0)), held(9, 1, 30, true));
         assert_eq!(r.violations.len(), 1, "a refusal while the unit was free passed");
     }
 
@@ -1162,15 +1154,13 @@ mod tests {
         let t0 = 1_000 * S;
         let claimed = answer(4, "claimed", t0 + 10_000 + S, 1, None);
         // Claimed two seconds after a 1 s hold expired: wrong.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
+        let r = H::with_stock(1)
             .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
             .op(1, 3_000, Some(3_002), Call::Claim { id: 4 }, claimed.clone())
             .check();
         assert_eq!(r.violations.len(), 1, "a claim after expiry passed");
         // Refused as expired, and the unit is free again for the next buyer.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
+        let r = H::with_stock(1)
             .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
             .op(
                 1,
@@ -1183,8 +1173,7 @@ mod tests {
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // In time, the claim stands.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
+        let r = H::with_stock(1)
             .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
             .op(1, 500, Some(502), Call::Claim { id: 4 }, claimed)
             .op(2, 3_010, Some(3_012), one_second("k2"), short(1, 0))
@@ -1205,8 +1194,7 @@ mod tests {
         // so the extend stands and the read after it sees the hold again.
         let (read, free) = levels(0);
         let (read_again, held_again) = levels(1);
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
+        let r = H::with_stock(2)
             .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
             .op(1, 1_005, Some(1_055), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
             .op(2, 1_040, Some(1_042), read, free)
@@ -1219,8 +1207,7 @@ mod tests {
         if let Answer::Reservation(h) = &mut claimed {
             h.created = None;
         }
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
+        let r = H::with_stock(2)
             .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
             .op(1, 1_005, Some(1_055), Call::Claim { id: 4 }, claimed)
             .op(2, 1_040, Some(1_042), read, free)
@@ -1228,8 +1215,7 @@ mod tests {
         assert!(r.ok(), "{}", r.violations[0]);
         // But if another buyer took the units in between, the extend could
         // not have had them.
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
+        let r = H::with_stock(2)
             .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
             .op(1, 1_005, Some(1_055), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
             .op(2, 1_040, Some(1_042), reserve("k2", 2), held(5, 2, 1_040, true))
@@ -1237,8 +1223,7 @@ mod tests {
         assert_eq!(r.violations.len(), 1, "a hold taken back after its units were sold passed");
         // And an extend called after the expiry cannot take it back.
         let (read, free) = levels(0);
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
+        let r = H::with_stock(2)
             .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
             .op(2, 1_040, Some(1_042), read, free)
             .op(1, 1_100, Some(1_120), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_100_000 + S))
@@ -1252,17 +1237,14 @@ mod tests {
         let answer = |id, status: &str, expires_at| answer(id, status, expires_at, 1, Some(true));
         // Committed at 0.5 s, lapsed at 1.5 s, answered at 3 s as expired:
         // the unit was free for the buyer at 2 s.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
+        let r = H::with_stock(1)
             .op(1, 10, Some(3_000), one_second("slow"), answer(4, "expired", t0 + 1_500_000))
             .op(2, 2_000, Some(2_002), one_second("next"), answer(5, "held", t0 + 3_000_000))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // An `expired` answer that came before the time it names is wrong.
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, Some(1_000), one_second("slow"), answer(4, "expired", t0 + 1_500_000))
-            .check();
+        let r =
+            H::with_stock(1).op(1, 10, Some(1_000), one_second("slow"), answer(4, "expired", t0 + 1_500_000)).check();
         refused_at(&r, 2);
     }
 
@@ -1271,19 +1253,17 @@ mod tests {
         let set = |n| Call::Stock { item: "i".into(), location: "a".into(), change: "set".into(), n };
         let level = |qty| Answer::Level { location: "a".into(), qty };
         // The level shows the change and a hold that committed meanwhile.
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
+        let r = H::with_stock(2)
             .op(1, 10, Some(30), set(5), level(q(5, 1, 0)))
             .op(2, 12, Some(20), reserve("k1", 1), held(7, 1, 12, true))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // A level from before the change is wrong, even with nothing else
         // running...
-        let r = H::default().stock(0, 1, 2, q(2, 0, 0)).op(1, 10, Some(30), set(5), level(q(2, 0, 0))).check();
+        let r = H::with_stock(2).op(1, 10, Some(30), set(5), level(q(2, 0, 0))).check();
         refused_at(&r, 2);
         // ...and so is one that misses a hold answered before the change began.
-        let r = H::default()
-            .stock(0, 1, 2, q(2, 0, 0))
+        let r = H::with_stock(2)
             .op(2, 5, Some(8), reserve("k1", 1), held(7, 1, 5, true))
             .op(1, 10, Some(30), set(5), level(q(5, 0, 0)))
             .check();
@@ -1296,14 +1276,12 @@ mod tests {
         let hold = answer(4, "held", t0 + 10_000 + S, 1, Some(true));
         let levels = |reserved| Answer::Levels { locations: vec![("a".into(), q(1, reserved, 0))] };
         let read = || Call::Levels { item: "i".into() };
-        let lost = || Answer::Unknown { reason: "lost".into() };
         let history = |late: i64| {
-            H::default()
-                .stock(0, 1, 1, q(1, 0, 0))
+            H::with_stock(1)
                 .op(1, 10, Some(11), one_second("k"), hold.clone())
                 // An extend by 2 s, called before the 1 s hold ran out; its
                 // answer was lost.
-                .op(1, 500, None, Call::Extend { id: 4, ttl: 2 }, lost())
+                .lost(1, 500, Call::Extend { id: 4, ttl: 2 })
                 // After the first expiry the hold is still there: the
                 // extend took effect.
                 .op(2, 2_000, Some(2_001), read(), levels(1))
@@ -1328,10 +1306,9 @@ mod tests {
                 partial: false,
                 split: false,
             };
-            H::default()
-                .stock(0, 1, 1, q(1, 0, 0))
+            H::with_stock(1)
                 .op(1, 10, Some(11), ttl3, three.clone())
-                .op(1, 500, None, Call::Extend { id: 4, ttl: 1 }, lost())
+                .lost(1, 500, Call::Extend { id: 4, ttl: 1 })
                 .op(2, 9_000, Some(9_001), read(), levels(reserved))
                 .check()
         };
@@ -1345,12 +1322,7 @@ mod tests {
         // A lost 1 s reserve and nothing else for 10 s: its lapse step is
         // taken at its return, so the reserve cannot come after it and leave
         // a hold that never lapses.
-        let lost = || Answer::Unknown { reason: "lost".into() };
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, None, one_second("k1"), lost())
-            .read(2, 10_000, 10_001, q(1, 1, 0))
-            .check();
+        let r = H::with_stock(1).lost(1, 10, one_second("k1")).read(2, 10_000, 10_001, q(1, 1, 0)).check();
         refused_at(&r, 3);
     }
 
@@ -1360,13 +1332,7 @@ mod tests {
         // of stock; yet a later replay of the key finds a hold. A store that
         // refuses a key while its first attempt is still making the hold
         // answers this way: the buyer was told "no" and holds the unit.
-        let lost = || Answer::Unknown { reason: "lost".into() };
-        let r = H::default()
-            .stock(0, 1, 1, q(1, 0, 0))
-            .op(1, 10, None, reserve("k1", 1), lost())
-            .op(1, 20, Some(22), reserve("k1", 1), short(1, 0))
-            .op(1, 30, Some(32), reserve("k1", 1), held(9, 1, 10, false))
-            .check();
+        let r = retried(&[10], (1, reserve("k1", 1), short(1, 0)), held(9, 1, 10, false));
         // The retry says the lost attempt made no hold (a later attempt would
         // have found it), so the unit was free and the refusal is the wrong
         // answer.
@@ -1377,15 +1343,14 @@ mod tests {
     fn lost_replays_of_an_old_key_do_not_hide_an_oversell() {
         let t0 = 1_000 * S;
         let hold = |id, from_ms: i64, created| answer(id, "held", t0 + from_ms * 1_000 + S, 1, Some(created));
-        let lost = || Answer::Unknown { reason: "lost".into() };
-        let mut h = H::default();
-        h.stock(0, 1, 2, q(2, 0, 0)).op(1, 10, Some(11), one_second("k1"), hold(7, 10, true));
+        let mut h = H::with_stock(2);
+        h.op(1, 10, Some(11), one_second("k1"), hold(7, 10, true));
         // Replays of k1, which already has its hold: one client's end with an
         // answer, another's never do. Each may have taken effect (it changes
         // nothing) and brings a lapse step of its own.
         for i in 0..25 {
-            h.op(2, 20 + 10 * i, None, one_second("k1"), lost());
-            h.op(3, 25 + 10 * i, None, one_second("k1"), lost());
+            h.lost(2, 20 + 10 * i, one_second("k1"));
+            h.lost(3, 25 + 10 * i, one_second("k1"));
         }
         h.op(2, 400, Some(401), one_second("k1"), hold(7, 10, false));
         // After hold 7 lapsed, three buyers hold the two units.
@@ -1402,7 +1367,6 @@ mod tests {
 
     #[test]
     fn a_read_may_need_several_lost_stock_changes() {
-        let lost = || Answer::Unknown { reason: "lost".into() };
         let change = |location: &str, change: &str, n| Call::Stock {
             item: "i".into(),
             location: location.into(),
@@ -1415,8 +1379,8 @@ mod tests {
                 .op(0, 0, Some(1), change("a", "set", 2), level("a", q(2, 0, 0)))
                 .op(0, 2, Some(3), change("b", "set", 3), level("b", q(3, 0, 0)))
                 // A `serve` killed with both in flight: neither answered.
-                .op(1, 10, None, change("a", "adjust", 2), lost())
-                .op(2, 11, None, change("b", "adjust", 1), lost())
+                .lost(1, 10, change("a", "adjust", 2))
+                .lost(2, 11, change("b", "adjust", 1))
                 .op(
                     3,
                     50,
@@ -1435,8 +1399,7 @@ mod tests {
 
     #[test]
     fn histories_round_trip_through_json_lines() {
-        let mut h = H::default();
-        h.stock(0, 1, 2, q(2, 0, 0)).op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true));
+        let h = H::k1_holds_one(2);
         let mut buf = Vec::new();
         crate::verify::history::write(&h.events, &mut buf).unwrap();
         let back = crate::verify::history::read(&buf[..]).unwrap();

@@ -70,11 +70,25 @@ impl Server {
     }
 }
 
+/// Runs `body` against a server on a database of its own on `backend`, then
+/// stops the server.
+async fn with_server<F, Fut>(backend: Backend, insecure_no_auth: bool, body: F)
+where
+    F: FnOnce(Arc<Server>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    with_db(backend, StoreConfig::default(), move |db| async move {
+        let server = Arc::new(Server::start(&db, insecure_no_auth).await);
+        body(server.clone()).await;
+        Arc::into_inner(server).expect("the test keeps no handle on the server").stop().await;
+    })
+    .await;
+}
+
 /// With an admin token that reaches the shop: levels, audit and the
 /// server's connection report all come from the server.
 async fn admin_token_sale_ends_clean(backend: Backend) {
-    with_db(backend, StoreConfig::default(), |db| async move {
-        let server = Server::start(&db, false).await;
+    with_server(backend, false, |server| async move {
         let token = server.token(&["flash"], true).await;
         let r = server.clean_sale(Some(token), Some("flash")).await;
         assert_eq!(r.sale.audit_ok, Some(true), "{r:#?}");
@@ -85,7 +99,6 @@ async fn admin_token_sale_ends_clean(backend: Backend) {
         let token = server.token(&["flash"], true).await;
         let again = server.clean_sale(Some(token), Some("flash")).await;
         assert_ne!(again.run, r.run);
-        server.stop().await;
     })
     .await;
 }
@@ -94,35 +107,30 @@ holdfast_testkit::per_backend!(admin_token_sale_ends_clean: sqlite => Sqlite, po
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_shop_token_gets_levels_only_and_still_counts_exactly() {
-    with_db(Backend::Sqlite, StoreConfig::default(), |db| async move {
-        let server = Server::start(&db, false).await;
+    with_server(Backend::Sqlite, false, |server| async move {
         let token = server.token(&["s1"], false).await;
         let r = server.clean_sale(Some(token), Some("s1")).await;
         assert_eq!(r.sale.audit_ok, None, "no admin token: no audit");
         assert!(r.sale.connections.is_none());
         assert!(r.notes.iter().any(|n| n.contains("not an admin token")), "{:?}", r.notes);
-        server.stop().await;
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_auth_each_run_sells_in_a_shop_of_its_own() {
-    with_db(Backend::Sqlite, StoreConfig::default(), |db| async move {
-        let server = Server::start(&db, true).await;
+    with_server(Backend::Sqlite, true, |server| async move {
         let r = server.clean_sale(None, None).await;
         assert_eq!(r.sale.audit_ok, Some(true), "--insecure-no-auth makes every caller an admin");
         let shop = format!("sold in shop bench-{}", r.run);
         assert!(r.notes.iter().any(|n| n.starts_with(&shop)), "{:?}", r.notes);
-        server.stop().await;
     })
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_token_that_does_not_reach_the_shop_is_told_what_to_pass() {
-    with_db(Backend::Sqlite, StoreConfig::default(), |db| async move {
-        let server = Server::start(&db, false).await;
+    with_server(Backend::Sqlite, false, |server| async move {
         let token = server.token(&["s1"], true).await;
         // No --shop: the run's own shop, which this token does not reach.
         match bench::run(&server.options(Some(token.clone()), None)).await {
@@ -144,7 +152,6 @@ async fn a_token_that_does_not_reach_the_shop_is_told_what_to_pass() {
                 other => panic!("{token:?}: expected invalid token, got {other:?}"),
             }
         }
-        server.stop().await;
     })
     .await;
 }
