@@ -28,6 +28,13 @@ pub(super) enum Verdict {
     Maybe(Vec<Key>),
 }
 
+impl Verdict {
+    /// "Perhaps": the slow path decides, over the ledger rows of `rows`.
+    fn maybe(rows: &[Unheld]) -> Self {
+        Verdict::Maybe(rows.iter().map(|(i, l, _)| (i.clone(), l.clone())).collect())
+    }
+}
+
 /// A ledger row locked by this transaction, and what it has done to it.
 #[derive(Debug)]
 struct Locked {
@@ -185,7 +192,7 @@ impl<D: Dialect> SqlStore<D> {
                 v => return Ok(v),
             }
         }
-        Ok(Verdict::Maybe(rows.iter().map(|(i, l, _)| (i.clone(), l.clone())).collect()))
+        Ok(Verdict::maybe(&rows))
     }
 
     /// Units of each matching (item, location) that no live hold has, from
@@ -536,6 +543,6 @@ pub(super) fn verdict(req: &ReserveRequest, rows: &[Unheld]) -> Verdict {
     let hopeless = if req.allow_partial() { !any_units } else { any_short };
     match hopeless {
         true => Verdict::SoldOut(shortfalls),
-        false => Verdict::Maybe(rows.iter().map(|(i, l, _)| (i.clone(), l.clone())).collect()),
+        false => Verdict::maybe(rows),
     }
 }
