@@ -297,7 +297,7 @@ impl Default for Ttl {
 mod openapi {
     use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
     use utoipa::openapi::{KnownFormat, RefOr, SchemaFormat};
-    use utoipa::{PartialSchema, ToSchema};
+    use utoipa::{Number, PartialSchema, ToSchema};
 
     use super::{ConnTag, IdempotencyKey, ItemId, LocationId, Quantity, ReservationId, ShopId};
 
@@ -309,6 +309,19 @@ mod openapi {
             .max_length(Some(max))
             .description(Some(description))
             .examples([example])
+            .into()
+    }
+
+    /// A whole number from 1 to `max`: what the constructors of the numeric
+    /// newtypes accept, in the width (`format`) they are stored in.
+    fn positive(format: KnownFormat, max: impl Into<Number>, description: &str, examples: &[i64]) -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(SchemaFormat::KnownFormat(format)))
+            .minimum(Some(1))
+            .maximum(Some(max))
+            .description(Some(description))
+            .examples(examples.iter().copied())
             .into()
     }
 
@@ -348,27 +361,15 @@ mod openapi {
 
     impl PartialSchema for ReservationId {
         fn schema() -> RefOr<Schema> {
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
-                .minimum(Some(1))
-                .maximum(Some(i64::MAX))
-                .description(Some("A reservation, as the store numbered it: a positive 64-bit integer"))
-                .examples([41])
-                .into()
+            let description = "A reservation, as the store numbered it: a positive 64-bit integer";
+            positive(KnownFormat::Int64, i64::MAX, description, &[41])
         }
     }
     impl ToSchema for ReservationId {}
 
     impl PartialSchema for Quantity {
         fn schema() -> RefOr<Schema> {
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int32)))
-                .minimum(Some(1))
-                .maximum(Some(Quantity::MAX))
-                .description(Some("Units of one cart line: 1 to 10000"))
-                .into()
+            positive(KnownFormat::Int32, Quantity::MAX, "Units of one cart line: 1 to 10000", &[])
         }
     }
     impl ToSchema for Quantity {}

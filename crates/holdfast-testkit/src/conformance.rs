@@ -12,10 +12,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use holdfast_core::{Error, Line, Mode, Quantity, ReservationId, ReservationStatus, ReserveRequest, StockChange, Ttl};
+use holdfast_core::{
+    Error, Line, Mode, Quantity, ReservationId, ReservationStatus, ReserveRequest, StockChange, Store, Ttl,
+};
 use holdfast_sql::StoreConfig;
 use rand::Rng;
 use rand::seq::SliceRandom;
+use tokio::task::JoinHandle;
 
 use crate::subject::Decider;
 use crate::*;
@@ -24,21 +27,45 @@ fn cap(pool_cap: u32) -> StoreConfig {
     StoreConfig { pool_cap, ..StoreConfig::default() }
 }
 
+/// Starts `task(n, store)` for every `n` in `0..count`, each on a tokio task
+/// of its own with its own handle to `store`, so that they race each other
+/// on the multi-threaded runtime the suite runs on.
+fn spawn_each<T, F, Fut>(store: &Arc<dyn Store>, count: u64, task: F) -> Vec<JoinHandle<T>>
+where
+    F: Fn(u64, Arc<dyn Store>) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    (0..count).map(|n| tokio::spawn(task(n, store.clone()))).collect()
+}
+
+/// [`spawn_each`], then every task's answer in the order they were started;
+/// a task that panicked fails the test.
+async fn run_each<T, F, Fut>(store: &Arc<dyn Store>, count: u64, task: F) -> Vec<T>
+where
+    F: Fn(u64, Arc<dyn Store>) -> Fut,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let mut answers = Vec::new();
+    for t in spawn_each(store, count, task) {
+        answers.push(t.await.expect("a concurrent task"));
+    }
+    answers
+}
+
 /// 200 concurrent buyers of one unit each on stock 100 get
 /// exactly 100 holds and 100 `insufficient_stock`.
 pub async fn two_hundred_buyers_for_one_hundred_units(s: Subject) {
     with_subject(s, StoreConfig::default(), |db| async move {
         stock(&*db.store, "s1", "hot", "wh", 100).await;
-        let mut tasks = Vec::new();
-        for n in 0..200 {
-            let store = db.store.clone();
-            tasks.push(tokio::spawn(async move {
-                store.reserve(&request("s1", &format!("buyer-{n}"), vec![line("hot", 1, None)])).await
-            }));
-        }
+        let answers = run_each(&db.store, 200, |n, store| async move {
+            store.reserve(&request("s1", &format!("buyer-{n}"), vec![line("hot", 1, None)])).await
+        })
+        .await;
         let (mut held, mut refused) = (0, 0);
-        for t in tasks {
-            match t.await.unwrap() {
+        for answer in answers {
+            match answer {
                 Ok(r) => {
                     assert_eq!(r.reservation.units(), 1);
                     held += 1;
@@ -66,11 +93,9 @@ pub async fn sell_out_five_times_the_pool_cap(s: Subject) {
         stock(&*db.store, "s1", "hot", "wh", 5_000).await;
         let sold = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
-        let mut tasks = Vec::new();
-        for buyer in 0..300 {
-            let store = db.store.clone();
+        let attempts = run_each(&db.store, 300, |buyer, store| {
             let sold = sold.clone();
-            tasks.push(tokio::spawn(async move {
+            async move {
                 let mut rng = task_rng(seed, buyer);
                 let mut n = 0;
                 loop {
@@ -90,12 +115,11 @@ pub async fn sell_out_five_times_the_pool_cap(s: Subject) {
                         Err(e) => panic!("unexpected error: {e}"),
                     }
                 }
-            }));
-        }
-        let mut attempts = 0;
-        for t in tasks {
-            attempts += t.await.unwrap();
-        }
+            }
+        })
+        .await
+        .into_iter()
+        .sum::<u64>();
         let secs = started.elapsed().as_secs_f64();
         let sold = sold.load(Ordering::Relaxed);
         assert_eq!(sold, 5_000, "oversold or undersold");
@@ -121,32 +145,27 @@ pub async fn sell_out_five_times_the_pool_cap(s: Subject) {
 pub async fn three_unit_carts_sell_out_exactly(s: Subject) {
     with_subject(s, StoreConfig::default(), |db| async move {
         stock(&*db.store, "s1", "hot", "wh", 3_001).await;
-        let mut tasks = Vec::new();
-        for buyer in 0..300 {
-            let store = db.store.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut sold = 0u64;
-                for n in 0.. {
-                    let req = request("s1", &format!("b{buyer}-{n}"), vec![line("hot", 3, None)]);
-                    match store.reserve(&req).await {
-                        Ok(r) => {
-                            assert_eq!(r.reservation.units(), 3);
-                            sold += store.claim(&shop("s1"), r.reservation.id).await.expect("claim").units();
-                        }
-                        Err(Error::InsufficientStock(l)) => {
-                            assert!(l[0].available < 3, "turned away while {} units were free", l[0].available);
-                            return sold;
-                        }
-                        Err(e) => panic!("unexpected error: {e}"),
+        let sold = run_each(&db.store, 300, |buyer, store| async move {
+            let mut sold = 0u64;
+            for n in 0.. {
+                let req = request("s1", &format!("b{buyer}-{n}"), vec![line("hot", 3, None)]);
+                match store.reserve(&req).await {
+                    Ok(r) => {
+                        assert_eq!(r.reservation.units(), 3);
+                        sold += store.claim(&shop("s1"), r.reservation.id).await.expect("claim").units();
                     }
+                    Err(Error::InsufficientStock(l)) => {
+                        assert!(l[0].available < 3, "turned away while {} units were free", l[0].available);
+                        return sold;
+                    }
+                    Err(e) => panic!("unexpected error: {e}"),
                 }
-                unreachable!()
-            }));
-        }
-        let mut sold = 0;
-        for t in tasks {
-            sold += t.await.unwrap();
-        }
+            }
+            unreachable!()
+        })
+        .await
+        .into_iter()
+        .sum::<u64>();
         assert_eq!(sold, 3_000, "oversold or undersold");
         let q = qty(&*db.store, "s1", "hot", "wh").await;
         assert_eq!((q.on_hand, q.committed, q.reserved, q.available), (3_001, 3_000, 0, 1));
@@ -195,11 +214,9 @@ pub async fn churn_matches_what_clients_were_told(s: Subject) {
                 n
             })
         };
-        let mut clients = Vec::new();
-        for c in 0..64 {
-            let store = db.store.clone();
+        let clients = run_each(&db.store, 64, |c, store| {
             let items = items.clone();
-            clients.push(tokio::spawn(async move {
+            async move {
                 let mut r = task_rng(seed, c);
                 let mut told = Told::default();
                 let mut n = 0;
@@ -276,11 +293,11 @@ pub async fn churn_matches_what_clients_were_told(s: Subject) {
                     }
                 }
                 told
-            }));
-        }
+            }
+        })
+        .await;
         let mut told = Told::default();
-        for c in clients {
-            let t = c.await.unwrap();
+        for t in clients {
             for (k, v) in t.adjusted {
                 *told.adjusted.entry(k).or_default() += v;
             }
@@ -320,17 +337,13 @@ pub async fn churn_matches_what_clients_were_told(s: Subject) {
 pub async fn same_key_from_twenty_tasks_is_one_reservation(s: Subject) {
     with_subject(s, StoreConfig::default(), |db| async move {
         stock(&*db.store, "s1", "hot", "wh", 100).await;
-        let mut tasks = Vec::new();
-        for _ in 0..20 {
-            let store = db.store.clone();
-            tasks.push(tokio::spawn(async move {
-                store.reserve(&request("s1", "checkout-42", vec![line("hot", 3, None)])).await.expect("reserve")
-            }));
-        }
+        let answers = run_each(&db.store, 20, |_, store| async move {
+            store.reserve(&request("s1", "checkout-42", vec![line("hot", 3, None)])).await.expect("reserve")
+        })
+        .await;
         let mut ids = HashSet::new();
         let mut created = 0;
-        for t in tasks {
-            let r = t.await.unwrap();
+        for r in answers {
             ids.insert(r.reservation.id);
             created += r.created as u32;
             assert_eq!(r.reservation.units(), 3);
@@ -365,24 +378,19 @@ pub async fn four_sweepers_release_each_hold_once(s: Subject) {
             _ => 0,
         };
         tokio::time::sleep(Duration::from_millis(3_300)).await;
-        let mut sweepers = Vec::new();
-        for _ in 0..4 {
-            let store = db.store.clone();
-            sweepers.push(tokio::spawn(async move {
-                let mut n = 0;
-                loop {
-                    let k = store.expire(7).await.expect("sweep");
-                    if k == 0 {
-                        return n;
-                    }
-                    n += k;
+        let total = run_each(&db.store, 4, |_, store| async move {
+            let mut n = 0;
+            loop {
+                let k = store.expire(7).await.expect("sweep");
+                if k == 0 {
+                    return n;
                 }
-            }));
-        }
-        let mut total = 0;
-        for s in sweepers {
-            total += s.await.unwrap();
-        }
+                n += k;
+            }
+        })
+        .await
+        .into_iter()
+        .sum::<u64>();
         assert_eq!(total, 120 + mirrored, "each expired hold released exactly once (in each book)");
         assert_eq!(db.store.expire(100).await.unwrap(), 0);
         let q = qty(&*db.store, "s1", "hot", "wh").await;
@@ -609,9 +617,6 @@ pub async fn stock_changes_respect_holds(s: Subject) {
     .await;
 }
 
-/// Declares one `#[tokio::test]` per conformance test for `$subject`, so one
-/// suite, unchanged, runs against every store:
-/// `holdfast_testkit::conformance_suite!(Subject::Sql(Backend::Postgres));`
 /// Callers that give up mid-operation — a timeout dropping the call after 0
 /// to 3 ms, wherever it is: queued for a batch, leading one, between two
 /// statements — leave the store working: afterwards every call is answered
@@ -621,41 +626,31 @@ pub async fn callers_that_give_up_leave_the_store_working(s: Subject) {
     let seed = seed("give_up", &s.name());
     with_subject(s, StoreConfig::default(), move |db| async move {
         stock(&*db.store, "s1", "hot", "wh", 60).await;
-        let mut tasks = Vec::new();
-        for n in 0..300u64 {
-            let store = db.store.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut rng = task_rng(seed, n);
-                let patience = |rng: &mut rand::rngs::StdRng| Duration::from_micros(rng.gen_range(0..3_000));
-                let req = request("s1", &format!("impatient-{n}"), vec![line("hot", 1, None)]);
-                let held = tokio::time::timeout(patience(&mut rng), store.reserve(&req)).await;
-                if let Ok(Ok(r)) = held {
-                    let id = r.reservation.id;
-                    let shop = shop("s1");
-                    let _ = match rng.gen_range(0..3) {
-                        0 => tokio::time::timeout(patience(&mut rng), store.claim(&shop, id)).await,
-                        1 => tokio::time::timeout(patience(&mut rng), store.release(&shop, id)).await,
-                        _ => tokio::time::timeout(patience(&mut rng), store.get(&shop, id)).await,
-                    };
-                }
-                let _ = tokio::time::timeout(patience(&mut rng), store.levels(&shop("s1"), &item("hot"))).await;
-            }));
-        }
-        for t in tasks {
-            t.await.expect("an impatient caller");
-        }
+        run_each(&db.store, 300, |n, store| async move {
+            let mut rng = task_rng(seed, n);
+            let patience = |rng: &mut rand::rngs::StdRng| Duration::from_micros(rng.gen_range(0..3_000));
+            let req = request("s1", &format!("impatient-{n}"), vec![line("hot", 1, None)]);
+            let held = tokio::time::timeout(patience(&mut rng), store.reserve(&req)).await;
+            if let Ok(Ok(r)) = held {
+                let id = r.reservation.id;
+                let shop = shop("s1");
+                let _ = match rng.gen_range(0..3) {
+                    0 => tokio::time::timeout(patience(&mut rng), store.claim(&shop, id)).await,
+                    1 => tokio::time::timeout(patience(&mut rng), store.release(&shop, id)).await,
+                    _ => tokio::time::timeout(patience(&mut rng), store.get(&shop, id)).await,
+                };
+            }
+            let _ = tokio::time::timeout(patience(&mut rng), store.levels(&shop("s1"), &item("hot"))).await;
+        })
+        .await;
         // What was under way when its caller left finishes on its own.
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         stock(&*db.store, "s1", "cold", "wh", 40).await;
-        let mut tasks = Vec::new();
-        for n in 0..40 {
-            let store = db.store.clone();
-            tasks.push(tokio::spawn(async move {
-                let r = store.reserve(&request("s1", &format!("patient-{n}"), vec![line("cold", 1, None)])).await?;
-                store.claim(&shop("s1"), r.reservation.id).await
-            }));
-        }
+        let tasks = spawn_each(&db.store, 40, |n, store| async move {
+            let r = store.reserve(&request("s1", &format!("patient-{n}"), vec![line("cold", 1, None)])).await?;
+            store.claim(&shop("s1"), r.reservation.id).await
+        });
         for t in tasks {
             let answer = tokio::time::timeout(Duration::from_secs(20), t).await.expect("answered within 20 s");
             let claimed = answer.expect("a patient caller").expect("answered as usual after the impatient ones");
@@ -671,6 +666,9 @@ pub async fn callers_that_give_up_leave_the_store_working(s: Subject) {
     .await;
 }
 
+/// Declares one `#[tokio::test]` per conformance test for `$subject`, so one
+/// suite, unchanged, runs against every store:
+/// `holdfast_testkit::conformance_suite!(Subject::Sql(Backend::Postgres));`
 #[macro_export]
 macro_rules! conformance_suite {
     ($subject:expr) => {

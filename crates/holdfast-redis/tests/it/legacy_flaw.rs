@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use holdfast_core::{Error, ReservationStatus, ReserveRequest, Store, Ttl};
-use holdfast_redis::{ClaimOrder, InjectedFault};
+use holdfast_core::{Error, ReservationId, ReservationStatus, ReserveRequest, Store, Ttl};
+use holdfast_redis::{ClaimOrder, InjectedFault, RedisStore};
 use sqlx::Connection;
 
 use crate::support::*;
@@ -20,6 +20,21 @@ fn one_unit(key: &str, ttl: u64) -> ReserveRequest {
         false,
     )
     .unwrap()
+}
+
+/// Stocks 10 tees and holds one, for `ttl` seconds, for the buyer whose
+/// claim the test then breaks.
+async fn hold_for_the_victim(s: &dyn Store, ttl: u64) -> ReservationId {
+    stock(s, "s1", "tee", "wh", 10).await;
+    s.reserve(&one_unit("victim", ttl)).await.unwrap().reservation.id
+}
+
+/// Claims `id` with the legacy store's two writes in `order`, the process
+/// dying between them: the buyer is told the store is unavailable.
+async fn crash_between_claim_writes(s: &RedisStore, order: ClaimOrder, id: ReservationId) {
+    s.set_claim_order(order);
+    s.inject(InjectedFault::CrashBetweenClaimWrites);
+    assert!(matches!(s.claim(&shop("s1"), id).await, Err(Error::Unavailable(_))));
 }
 
 /// Sells to buyers one by one until the store says sold out; returns how
@@ -48,11 +63,8 @@ async fn sell_until_sold_out(store: &dyn Store, tag: &str) -> u64 {
 async fn legacy_claim_crash_after_ledger_write_undersells_then_oversells() {
     each_backend(|w| async move {
         let s = &*w.redis;
-        stock(s, "s1", "tee", "wh", 10).await;
-        let id = s.reserve(&one_unit("victim", 1)).await.unwrap().reservation.id;
-        s.set_claim_order(ClaimOrder::LedgerFirst);
-        s.inject(InjectedFault::CrashBetweenClaimWrites);
-        assert!(matches!(s.claim(&shop("s1"), id).await, Err(Error::Unavailable(_))));
+        let id = hold_for_the_victim(s, 1).await;
+        crash_between_claim_writes(s, ClaimOrder::LedgerFirst, id).await;
 
         let report = s.audit(None).await.unwrap();
         assert!(!report.ok(), "the books already disagree");
@@ -83,11 +95,8 @@ async fn legacy_claim_crash_after_ledger_write_undersells_then_oversells() {
 async fn legacy_claim_crash_after_redis_write_loses_the_sale_and_oversells_on_recount() {
     each_backend(|w| async move {
         let s = &*w.redis;
-        stock(s, "s1", "tee", "wh", 10).await;
-        let id = s.reserve(&one_unit("victim", 600)).await.unwrap().reservation.id;
-        s.set_claim_order(ClaimOrder::RedisFirst);
-        s.inject(InjectedFault::CrashBetweenClaimWrites);
-        assert!(matches!(s.claim(&shop("s1"), id).await, Err(Error::Unavailable(_))));
+        let id = hold_for_the_victim(s, 600).await;
+        crash_between_claim_writes(s, ClaimOrder::RedisFirst, id).await;
         // The buyer retries: Redis says claimed, so the ledger is never fixed.
         assert_eq!(s.claim(&shop("s1"), id).await.unwrap().status, ReservationStatus::Claimed);
 
@@ -121,8 +130,7 @@ async fn legacy_claim_crash_after_redis_write_loses_the_sale_and_oversells_on_re
 async fn sql_claim_failing_mid_transaction_leaves_everything_consistent() {
     each_backend(|w| async move {
         let s = &*w.sql;
-        stock(s, "s1", "tee", "wh", 10).await;
-        let id = s.reserve(&one_unit("victim", 600)).await.unwrap().reservation.id;
+        let id = hold_for_the_victim(s, 600).await;
         // The claim flips `reservations` and then `reserved_quantities` in
         // one transaction: fail on the second write.
         let crash_on: &[&str] = match w.backend {
@@ -168,8 +176,7 @@ async fn sql_claim_failing_mid_transaction_leaves_everything_consistent() {
 async fn sql_claim_losing_its_connection_mid_transaction_leaves_everything_consistent() {
     let w = world(holdfast_core::Backend::Postgres, &shared_redis_url()).await;
     let s = w.sql.clone();
-    stock(&*s, "s1", "tee", "wh", 10).await;
-    let id = s.reserve(&one_unit("victim", 600)).await.unwrap().reservation.id;
+    let id = hold_for_the_victim(&*s, 600).await;
     // A fuse: only the first claim attempt stalls (sequences ignore rollback).
     w.test_db()
         .exec(&[

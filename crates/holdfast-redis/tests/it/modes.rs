@@ -115,6 +115,13 @@ async fn pin(w: &World, s: &str, mode: Mode) {
     w.control.apply(&ModeChange::Shop { shop: shop(s), mode: Some(mode) }).await.unwrap();
 }
 
+/// Each store's own books of shop `s` balance, whichever of them decided
+/// and in whatever order the other saw the requests.
+async fn assert_both_books_whole(w: &World, s: &str) {
+    assert!(w.redis.audit(Some(&shop(s))).await.unwrap().ok(), "{s}: redis books");
+    assert!(w.sql.audit(Some(&shop(s))).await.unwrap().ok(), "{s}: sql books");
+}
+
 #[tokio::test]
 async fn flash_sale_in_each_mode_sells_exactly_the_stock() {
     each_backend(|w| async move {
@@ -206,11 +213,10 @@ async fn shadow_under_concurrency_counts_explained_mismatches() {
         );
         assert_eq!(mirrored, matched + mismatches);
         assert_eq!(a.skipped_queue_full + b.skipped_queue_full, 0);
-        // Redis (the primary) sold exactly the stock.
+        // Redis (the primary) sold exactly the stock, and SQL never breaks
+        // its own books, whatever order it saw.
         assert_eq!(tally.sold.load(Ordering::Relaxed), 100);
-        assert!(w.redis.audit(Some(&shop("rush"))).await.unwrap().ok());
-        // SQL never breaks its own books, whatever order it saw.
-        assert!(w.sql.audit(Some(&shop("rush"))).await.unwrap().ok());
+        assert_both_books_whole(&w, "rush").await;
         w
     })
     .await;
@@ -267,8 +273,7 @@ async fn kill_switch_during_a_flash_sale_loses_no_request_and_no_unit() {
         assert_eq!(tally.sold.load(Ordering::Relaxed), 400);
         let r = qty(&*w.redis, "big", "hot", "wh").await;
         assert_eq!((r.on_hand, r.available, r.reserved, r.committed), (400, 0, 0, 400));
-        assert!(w.redis.audit(Some(&shop("big"))).await.unwrap().ok());
-        assert!(w.sql.audit(Some(&shop("big"))).await.unwrap().ok());
+        assert_both_books_whole(&w, "big").await;
         w
     })
     .await;

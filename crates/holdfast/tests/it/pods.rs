@@ -69,6 +69,14 @@ impl Pods {
         serde_json::from_str::<Value>(&out).unwrap()["token"].as_str().unwrap().to_string()
     }
 
+    /// A client of `serve` whose token may act on every pod's shop and on
+    /// the admin routes (tokens are looked up per request, so one made after
+    /// serve started is honoured).
+    fn client(&self, serve: &Serve) -> Arc<Client> {
+        let token = self.token(&["--shop", "a1", "--shop", "b2", "--shop", "c3", "--admin"]);
+        Arc::new(Client { http: reqwest::Client::new(), base: serve.base.clone(), token })
+    }
+
     fn serve(&self) -> Serve {
         self.serve_with(&[])
     }
@@ -180,9 +188,8 @@ async fn assert_each_pod_keeps_its_own(pods: &Pods, item: &str, on_hand: i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_pods_sell_out_at_once_each_keeping_its_own_shops() {
     let pods = Pods::new().await;
-    let token = pods.token(&["--shop", "a1", "--shop", "b2", "--shop", "c3", "--admin"]);
     let serve = pods.serve();
-    let client = Arc::new(Client { http: reqwest::Client::new(), base: serve.base.clone(), token });
+    let client = pods.client(&serve);
 
     let (status, ready) = client.call(reqwest::Method::GET, "/readyz", None).await;
     assert_eq!((status, ready["status"].as_str()), (StatusCode::OK, Some("ready")), "{ready}");
@@ -228,9 +235,8 @@ async fn three_pods_sell_out_at_once_each_keeping_its_own_shops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pod_that_goes_down_takes_only_its_own_shops() {
     let pods = Pods::new().await;
-    let token = pods.token(&["--shop", "a1", "--shop", "b2", "--shop", "c3", "--admin"]);
     let serve = pods.serve();
-    let client = Arc::new(Client { http: reqwest::Client::new(), base: serve.base.clone(), token });
+    let client = pods.client(&serve);
 
     // Connections made and statements prepared on every pod first.
     for (shop, _) in SHOPS {
@@ -342,15 +348,29 @@ async fn a_pod_that_goes_down_takes_only_its_own_shops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_move_off_redis_rolls_out_pod_by_pod_and_the_kill_switch_reaches_every_pod() {
     let pods = Pods::new().await;
-    let token = pods.token(&["--shop", "a1", "--shop", "b2", "--shop", "c3", "--admin"]);
     let redis = RedisPrefix::new(&shared_redis_url());
     let serve = pods.serve_with(&["--redis-url", &redis.url, "--redis-prefix", &redis.prefix]);
-    let client = Arc::new(Client { http: reqwest::Client::new(), base: serve.base.clone(), token });
+    let client = pods.client(&serve);
     let modes = || async {
         let (status, view) = client.call(reqwest::Method::GET, "/admin/modes?shops=a1,b2,c3", None).await;
         assert_eq!(status, StatusCode::OK, "{view}");
         let resolved = &view["resolved"];
         ["a1", "b2", "c3"].map(|s| resolved[s].as_str().unwrap_or("?").to_string())
+    };
+
+    // Released from the command line, the kill switch is cleared in every
+    // pod and serve sends c3 back to sql-primary.
+    let release_kill_switch = || async {
+        let (code, out) = pods.cli(&["mode", "kill-switch", "off"]);
+        assert_eq!(code, Some(0), "{out}");
+        for db in &pods.dbs {
+            assert!(!db.db.modes.load_rules().await.unwrap().kill_switch, "released in {}", db.url);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while modes().await != ["redis", "redis", "sql-primary"] {
+            assert!(Instant::now() < deadline, "serve followed the released kill switch");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     };
 
     // Every shop starts on Redis; then p3, and only p3, goes to sql-primary.
@@ -389,16 +409,7 @@ async fn the_move_off_redis_rolls_out_pod_by_pod_and_the_kill_switch_reaches_eve
         assert!(db.db.modes.load_rules().await.unwrap().kill_switch, "engaged in {}", db.url);
     }
     assert_eq!(modes().await, ["redis", "redis", "shadow"]);
-    let (code, out) = pods.cli(&["mode", "kill-switch", "off"]);
-    assert_eq!(code, Some(0), "{out}");
-    for db in &pods.dbs {
-        assert!(!db.db.modes.load_rules().await.unwrap().kill_switch, "released in {}", db.url);
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while modes().await != ["redis", "redis", "sql-primary"] {
-        assert!(Instant::now() < deadline, "serve followed the released kill switch");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    release_kill_switch().await;
 
     // With p2 down, the kill switch still reaches the other pods (the
     // command names the pod it missed) and serve follows it.
@@ -415,14 +426,5 @@ async fn the_move_off_redis_rolls_out_pod_by_pod_and_the_kill_switch_reaches_eve
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     pods.proxy.refuse(false);
-    let (code, out) = pods.cli(&["mode", "kill-switch", "off"]);
-    assert_eq!(code, Some(0), "{out}");
-    for db in &pods.dbs {
-        assert!(!db.db.modes.load_rules().await.unwrap().kill_switch, "released in {}", db.url);
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while modes().await != ["redis", "redis", "sql-primary"] {
-        assert!(Instant::now() < deadline, "serve followed the released kill switch");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    release_kill_switch().await;
 }
