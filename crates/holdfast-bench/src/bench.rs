@@ -458,7 +458,7 @@ pub fn plot(r: &BenchReport) -> String {
     }
     let subtitle = format!(
         "{:.0} reserves/s, p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms; sold {}, oversold {}, undersold {}, errors {}",
-        s.throughput, s.p50_ms, s.p99_ms, s.max_ms, s.sold, s.oversold, s.undersold, s.errors
+        s.throughput, s.latency.p50_ms, s.latency.p99_ms, s.latency.max_ms, s.sold, s.oversold, s.undersold, s.errors
     );
     chart(&Chart {
         title,

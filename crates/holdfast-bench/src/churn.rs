@@ -18,6 +18,7 @@ use holdfast_core::{Backend, Error, ShopId, Store};
 use holdfast_sql::ConnectOptions;
 use serde::Serialize;
 
+use crate::latency::Latency;
 use crate::verify;
 use crate::verify::history::{Answer, Call, Event, Recorder};
 use crate::verify::serve::HttpStore;
@@ -49,10 +50,8 @@ pub struct OpFigures {
     pub op: String,
     pub count: u64,
     pub per_second: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
+    #[serde(flatten)]
+    pub latency: Latency,
     /// Answers by outcome: `ok`, a refusal's code, or `unknown`.
     pub outcomes: BTreeMap<String, u64>,
 }
@@ -176,17 +175,13 @@ pub fn figures(events: &[Event], seconds: f64) -> ChurnReport {
             _ => {}
         }
     }
-    let ms = |us: u64| us as f64 / 1000.0;
     let ops: Vec<OpFigures> = per_op
         .into_iter()
         .map(|(op, (h, outcomes))| OpFigures {
             op: op.into(),
             count: h.len(),
             per_second: h.len() as f64 / seconds,
-            p50_ms: ms(h.value_at_quantile(0.5)),
-            p95_ms: ms(h.value_at_quantile(0.95)),
-            p99_ms: ms(h.value_at_quantile(0.99)),
-            max_ms: ms(h.max()),
+            latency: Latency::from_micros(&h),
             outcomes,
         })
         .collect();

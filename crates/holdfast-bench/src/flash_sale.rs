@@ -15,6 +15,7 @@ use rand::Rng;
 use serde::Serialize;
 use tokio::sync::Mutex;
 
+use crate::latency::{Latency, ms};
 use crate::target::{Tables, Target};
 use holdfast_core::ConnHold;
 
@@ -77,10 +78,10 @@ pub struct FlashSaleReport {
     pub throughput: f64,
     /// Holds per second.
     pub holds_per_second: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
+    /// Reserve latency, coordinated-omission corrected (closed loop) or from
+    /// the intended arrival (open loop).
+    #[serde(flatten)]
+    pub latency: Latency,
     pub retries: u64,
     pub deadlocks: u64,
     /// Reserves per coalesced batch over the sale; `null` when no reserve
@@ -299,7 +300,7 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
                 IntervalStat {
                     t: end,
                     throughput: h.len() as f64 / length,
-                    p99_ms: h.value_at_quantile(0.99) as f64 / 1000.0,
+                    p99_ms: ms(h.value_at_quantile(0.99)),
                     tables_bytes: sample.as_ref().map(|t| t.total_bytes),
                     history_list_length: sample.and_then(|t| t.server.history_list_length),
                 }
@@ -331,7 +332,6 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
     let held = tally.held.load(Ordering::Relaxed);
     let turned_away = tally.turned_away.load(Ordering::Relaxed);
     let errors = tally.errors.load(Ordering::Relaxed);
-    let ms = |v: u64| v as f64 / 1000.0;
     Ok(FlashSaleReport {
         stock: sale.stock,
         concurrency: sale.concurrency,
@@ -349,10 +349,7 @@ pub async fn run(target: Arc<dyn Target>, sale: &FlashSale) -> Result<FlashSaleR
         seconds,
         throughput: (held + turned_away) as f64 / seconds,
         holds_per_second: held as f64 / seconds,
-        p50_ms: ms(hist.value_at_quantile(0.50)),
-        p95_ms: ms(hist.value_at_quantile(0.95)),
-        p99_ms: ms(hist.value_at_quantile(0.99)),
-        max_ms: ms(hist.max()),
+        latency: Latency::from_micros(&hist),
         retries: stats.retries.saturating_sub(stats_before.retries),
         deadlocks: stats.deadlocks.saturating_sub(stats_before.deadlocks),
         mean_batch: {

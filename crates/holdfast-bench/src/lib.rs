@@ -8,6 +8,7 @@ pub mod bench;
 pub mod churn;
 pub mod flash_sale;
 pub mod http;
+pub mod latency;
 pub mod matrix;
 pub mod proxy;
 pub mod svg;

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use crate::bench::{self, BenchBackend, BenchOptions, BenchReport};
 use crate::churn::{self, ChurnOptions, ChurnReport};
+use crate::latency::Latency;
 use crate::svg::{Series, line_chart};
 
 /// One configuration of the grid.
@@ -33,10 +34,9 @@ pub struct Medians {
     pub cell: Cell,
     pub runs: usize,
     pub throughput: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
+    /// Each reserve latency figure's median over the runs.
+    #[serde(flatten)]
+    pub latency: Latency,
     /// Worst over the runs: any unit oversold or undersold disqualifies.
     pub oversold: u64,
     pub undersold: u64,
@@ -87,6 +87,14 @@ pub struct ChurnMedians {
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+/// Each latency figure's median over the runs, figure by figure: a cell's
+/// p99 is its median run's p99 (not the p99 of every run's calls together),
+/// and its max need not come from the same run as its p50.
+fn median_latency<'a>(runs: impl Iterator<Item = &'a Latency> + Clone) -> Latency {
+    let m = |g: fn(&Latency) -> f64| median(runs.clone().map(g).collect());
+    Latency { p50_ms: m(|l| l.p50_ms), p95_ms: m(|l| l.p95_ms), p99_ms: m(|l| l.p99_ms), max_ms: m(|l| l.max_ms) }
 }
 
 fn design_of(r: &BenchReport) -> (String, String) {
@@ -152,10 +160,7 @@ pub async fn run(
                 },
                 runs: runs.len(),
                 throughput: f(|r| r.sale.throughput),
-                p50_ms: f(|r| r.sale.p50_ms),
-                p95_ms: f(|r| r.sale.p95_ms),
-                p99_ms: f(|r| r.sale.p99_ms),
-                max_ms: f(|r| r.sale.max_ms),
+                latency: median_latency(runs.iter().map(|r| &r.sale.latency)),
                 oversold: runs.iter().map(|r| r.sale.oversold).max().unwrap_or(0),
                 undersold: runs.iter().map(|r| r.sale.undersold).max().unwrap_or(0),
                 retries: runs.iter().map(|r| r.sale.retries).sum::<u64>() / runs.len() as u64,
@@ -199,8 +204,9 @@ pub async fn run_churn(
     Ok(results
         .into_iter()
         .map(|(i, runs)| {
-            let reserve_p99 = |r: &ChurnReport| r.ops.iter().find(|o| o.op == "reserve").map_or(0.0, |o| o.p99_ms);
-            let max = |r: &ChurnReport| r.ops.iter().map(|o| o.max_ms).fold(0.0, f64::max);
+            let reserve_p99 =
+                |r: &ChurnReport| r.ops.iter().find(|o| o.op == "reserve").map_or(0.0, |o| o.latency.p99_ms);
+            let max = |r: &ChurnReport| r.ops.iter().map(|o| o.latency.max_ms).fold(0.0, f64::max);
             ChurnMedians {
                 database: plan[i].0.clone(),
                 coalesce: opts.churn.connect.store.coalesce,
@@ -244,10 +250,10 @@ pub fn report(opts: &MatrixOptions, m: &[Medians], churn: &[ChurnMedians], cores
             x.cell.concurrency,
             x.throughput,
             x.all_throughputs.iter().map(|t| format!("{t:.0}")).collect::<Vec<_>>().join(" / "),
-            x.p50_ms,
-            x.p95_ms,
-            x.p99_ms,
-            x.max_ms,
+            x.latency.p50_ms,
+            x.latency.p95_ms,
+            x.latency.p99_ms,
+            x.latency.max_ms,
             x.oversold,
             x.undersold,
             x.retries,
@@ -303,7 +309,7 @@ pub fn plots(m: &[Medians], dir: &Path, base: &Path) -> std::io::Result<Vec<Stri
     for lat in lats {
         for (metric, label, get) in [
             ("throughput", "reserves per second", (|x: &Medians| x.throughput) as fn(&Medians) -> f64),
-            ("p99", "p99 reserve latency (ms)", |x: &Medians| x.p99_ms),
+            ("p99", "p99 reserve latency (ms)", |x: &Medians| x.latency.p99_ms),
         ] {
             let mut series: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
             for x in m.iter().filter(|x| x.cell.db_latency_ms == lat) {
@@ -324,4 +330,17 @@ pub fn plots(m: &[Medians], dir: &Path, base: &Path) -> std::io::Result<Vec<Stri
         }
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_medians_are_taken_figure_by_figure() {
+        let l = |p50_ms, p95_ms, p99_ms, max_ms| Latency { p50_ms, p95_ms, p99_ms, max_ms };
+        let runs = [l(1.0, 9.0, 20.0, 90.0), l(3.0, 5.0, 10.0, 30.0), l(2.0, 7.0, 30.0, 60.0)];
+        assert_eq!(median_latency(runs.iter()), l(2.0, 7.0, 20.0, 60.0));
+        assert_eq!(median_latency([].iter()), l(0.0, 0.0, 0.0, 0.0));
+    }
 }

@@ -246,7 +246,7 @@ pub async fn matrix(db: &DbArgs, a: MatrixArgs) -> Result<ExitCode, Failure> {
             r.sale.concurrency,
             r.db_latency_ms,
             r.sale.throughput,
-            r.sale.p99_ms,
+            r.sale.latency.p99_ms,
             r.sale.oversold,
             r.sale.undersold
         )
@@ -361,10 +361,10 @@ pub async fn churn(db: &DbArgs, a: ChurnArgs) -> Result<ExitCode, Failure> {
             o.op,
             o.count,
             o.per_second,
-            o.p50_ms,
-            o.p95_ms,
-            o.p99_ms,
-            o.max_ms,
+            o.latency.p50_ms,
+            o.latency.p95_ms,
+            o.latency.p99_ms,
+            o.latency.max_ms,
             outcomes.join(", ")
         );
     }

@@ -318,7 +318,13 @@ impl Printer {
         println!("oversold {}  undersold {}  errors {}  ({} left in stock)", r.oversold, r.undersold, r.errors, r.left);
         println!(
             "{:.0} reserves/s, {:.0} holds/s in {:.2} s; reserve latency p50 {:.1} ms  p95 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
-            r.throughput, r.holds_per_second, r.seconds, r.p50_ms, r.p95_ms, r.p99_ms, r.max_ms
+            r.throughput,
+            r.holds_per_second,
+            r.seconds,
+            r.latency.p50_ms,
+            r.latency.p95_ms,
+            r.latency.p99_ms,
+            r.latency.max_ms
         );
         match r.mean_batch {
             Some(m) => {

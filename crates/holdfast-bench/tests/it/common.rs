@@ -51,4 +51,6 @@ pub fn assert_clean(r: &BenchReport) {
     assert_eq!(s.sold as i64 + s.left, s.stock as i64, "sold + left must be the stock: {r:#?}");
     assert_eq!(s.latency_percentiles.len(), holdfast_bench::flash_sale::PERCENTILES.len());
     assert!(s.latency_percentiles.windows(2).all(|w| w[0].ms <= w[1].ms), "percentiles must not fall: {r:#?}");
+    let l = &s.latency;
+    assert!(l.p50_ms <= l.p95_ms && l.p95_ms <= l.p99_ms && l.p99_ms <= l.max_ms, "latency must not fall: {r:#?}");
 }
