@@ -173,10 +173,24 @@ pub struct RedisStore {
     me: std::sync::Weak<Self>,
 }
 
-/// Every operation runs [`Detached::detached`]: one that writes both Redis
-/// and the SQL ledger finishes both writes even when its caller times out or
-/// hangs up between them. Only a crash of the process splits them — the
-/// legacy design's flaw, which [`ClaimOrder`] is about.
+/// Every operation that touches the SQL ledger runs [`Detached::detached`]:
+///
+/// * one that writes both Redis and the SQL ledger (claim, stock change,
+///   the sql-primary claim mirror, reconcile) finishes both writes even when
+///   its caller times out or hangs up between them. Only a crash of the
+///   process splits them — the legacy design's flaw, which [`ClaimOrder`] is
+///   about.
+/// * one that only reads the ledger (levels, audit) too: a ledger future
+///   dropped while it waits for a pooled connection, checks it or reads from
+///   it costs the pool that connection (sqlx is not cancel-safe there). A
+///   burst of callers that give up then keeps the pool reconnecting, and the
+///   detached claims of those callers wait behind it for a connection,
+///   between their Redis read and their two writes, long after their callers
+///   left; a read of both books meanwhile finds a claim half-written.
+///
+/// Operations on Redis alone need none of this: a script is atomic, and a
+/// command whose caller left is answered and discarded by the multiplexed
+/// connection.
 impl Detached for RedisStore {
     fn weak_self(&self) -> &std::sync::Weak<Self> {
         &self.me
@@ -437,6 +451,19 @@ impl RedisStore {
         &self,
         shop: &ShopId,
         id: ReservationId,
+        op: &'static str,
+        ttl: Option<Ttl>,
+    ) -> Result<Reservation, Error> {
+        // Two writes: a caller leaving after the Redis one must not leave the
+        // units out of both `held` and `committed`.
+        let shop = shop.clone();
+        self.detached(move |me| async move { me.mirror_settle_both(&shop, id, op, ttl).await }).await
+    }
+
+    async fn mirror_settle_both(
+        &self,
+        shop: &ShopId,
+        id: ReservationId,
         op: &str,
         ttl: Option<Ttl>,
     ) -> Result<Reservation, Error> {
@@ -493,6 +520,17 @@ impl RedisStore {
         Ok(v.chunks(2).map(|p| (p[0].unwrap_or(0), p[1].unwrap_or(0))).collect())
     }
 
+    /// The legacy ledger rows (of a shop, of an item), each with its Redis
+    /// counters (available, held): the ledger first, then one round trip to
+    /// Redis. Not one snapshot of both books: a claim or stock change whose
+    /// second write is still under way reads as split.
+    async fn books(&self, shop: Option<&ShopId>, item: Option<&ItemId>) -> Result<Vec<(LedgerRow, (i64, i64))>, Error> {
+        let rows = self.db.ledger_rows(shop, item).await?;
+        let keys: Vec<_> = rows.iter().map(|r| (r.shop.clone(), r.item.clone(), r.location.clone())).collect();
+        let counters = self.counters(&keys).await?;
+        Ok(rows.into_iter().zip(counters).collect())
+    }
+
     /// Reconcile: overwrites the Redis counters and the legacy ledger row of
     /// one (item, location) from quantities computed in holdfast's SQL.
     pub async fn put_counters(
@@ -502,28 +540,33 @@ impl RedisStore {
         loc: &LocationId,
         q: Quantities,
     ) -> Result<(), Error> {
-        let mut inv = self.shop_script(&self.scripts.set_counters, shop);
-        inv.arg(item.as_str()).arg(loc.as_str()).arg(q.available).arg(q.reserved);
-        let _: i64 = self.invoke(&inv).await?;
-        self.db
-            .ledger_put(&LedgerRow {
-                shop: shop.clone(),
-                item: item.clone(),
-                location: loc.clone(),
-                on_hand: q.on_hand,
-                committed: q.committed,
-            })
-            .await
+        let row = LedgerRow {
+            shop: shop.clone(),
+            item: item.clone(),
+            location: loc.clone(),
+            on_hand: q.on_hand,
+            committed: q.committed,
+        };
+        self.detached(move |me| async move {
+            let mut inv = me.shop_script(&me.scripts.set_counters, &row.shop);
+            inv.arg(row.item.as_str()).arg(row.location.as_str()).arg(q.available).arg(q.reserved);
+            let _: i64 = me.invoke(&inv).await?;
+            me.db.ledger_put(&row).await
+        })
+        .await
     }
 
     /// Every (item, location) of a shop with its Redis-side quantities.
     pub async fn shop_quantities(&self, shop: &ShopId) -> Result<Vec<(ItemId, LocationId, Quantities)>, Error> {
-        let rows = self.db.ledger_rows(Some(shop), None).await?;
-        let keys: Vec<_> = rows.iter().map(|r| (r.shop.clone(), r.item.clone(), r.location.clone())).collect();
-        let counters = self.counters(&keys).await?;
-        Ok(rows
+        let shop = shop.clone();
+        self.detached(move |me| async move { me.shop_quantities_now(&shop).await }).await
+    }
+
+    async fn shop_quantities_now(&self, shop: &ShopId) -> Result<Vec<(ItemId, LocationId, Quantities)>, Error> {
+        Ok(self
+            .books(Some(shop), None)
+            .await?
             .into_iter()
-            .zip(counters)
             .map(|(r, (avail, held))| {
                 (
                     r.item,
@@ -611,13 +654,50 @@ impl RedisStore {
         Err(Error::RetriesExhausted(50))
     }
 
+    /// Runs within the detached stock change: reads on without a task of its own.
     async fn level(&self, shop: &ShopId, item: &ItemId, loc: &LocationId) -> Result<LocationLevel, Error> {
-        let levels = self.levels(shop, item).await?;
+        let levels = self.levels_now(shop, item).await?;
         levels
             .locations
             .into_iter()
             .find(|l| &l.location == loc)
             .ok_or_else(|| Error::Internal("the ledger row vanished".into()))
+    }
+
+    /// The ledger rows, then the Redis counters of an item.
+    async fn levels_now(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
+        Ok(ItemLevels {
+            item: item.clone(),
+            locations: self
+                .books(Some(shop), Some(item))
+                .await?
+                .into_iter()
+                .map(|(r, (avail, held))| LocationLevel {
+                    location: r.location,
+                    quantities: Quantities {
+                        on_hand: r.on_hand,
+                        available: avail,
+                        reserved: held,
+                        committed: r.committed,
+                    },
+                })
+                .collect(),
+        })
+    }
+
+    /// The audit rows: the ledger, then the Redis counters.
+    async fn audit_now(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
+        let rows = self.books(shop, None).await?.into_iter().map(|(r, (avail, held))| AuditRow {
+            shop: r.shop,
+            item: r.item,
+            location: r.location,
+            on_hand: r.on_hand,
+            unpooled: avail,
+            pooled: 0,
+            reserved: held,
+            committed: r.committed,
+        });
+        Ok(AuditReport::from_rows(rows, Vec::new()))
     }
 }
 
@@ -754,44 +834,15 @@ impl Store for RedisStore {
     }
 
     async fn levels(&self, shop: &ShopId, item: &ItemId) -> Result<ItemLevels, Error> {
-        let rows = self.db.ledger_rows(Some(shop), Some(item)).await?;
-        let keys: Vec<_> = rows.iter().map(|r| (r.shop.clone(), r.item.clone(), r.location.clone())).collect();
-        let counters = self.counters(&keys).await?;
-        Ok(ItemLevels {
-            item: item.clone(),
-            locations: rows
-                .into_iter()
-                .zip(counters)
-                .map(|(r, (avail, held))| LocationLevel {
-                    location: r.location,
-                    quantities: Quantities {
-                        on_hand: r.on_hand,
-                        available: avail,
-                        reserved: held,
-                        committed: r.committed,
-                    },
-                })
-                .collect(),
-        })
+        let (shop, item) = (shop.clone(), item.clone());
+        self.detached(move |me| async move { me.levels_now(&shop, &item).await }).await
     }
 
     /// `on_hand (SQL) = avail + held (Redis) + committed (SQL)`, reported as
     /// audit rows with `unpooled` = the Redis counter and `pooled` = 0.
     async fn audit(&self, shop: Option<&ShopId>) -> Result<AuditReport, Error> {
-        let rows = self.db.ledger_rows(shop, None).await?;
-        let keys: Vec<_> = rows.iter().map(|r| (r.shop.clone(), r.item.clone(), r.location.clone())).collect();
-        let counters = self.counters(&keys).await?;
-        let rows = rows.into_iter().zip(counters).map(|(r, (avail, held))| AuditRow {
-            shop: r.shop,
-            item: r.item,
-            location: r.location,
-            on_hand: r.on_hand,
-            unpooled: avail,
-            pooled: 0,
-            reserved: held,
-            committed: r.committed,
-        });
-        Ok(AuditReport::from_rows(rows, Vec::new()))
+        let shop = shop.cloned();
+        self.detached(move |me| async move { me.audit_now(shop.as_ref()).await }).await
     }
 
     fn stats(&self) -> StoreStats {

@@ -184,3 +184,42 @@ async fn redis_stopped_and_restarted_during_load() {
     drop(seen);
     drop(w);
 }
+
+/// sql-primary mirrors a SQL claim into the legacy books with two writes:
+/// the Redis hold is settled, then the units are added to the ledger's
+/// `committed`. A caller that gives up between the two (a request timeout)
+/// must not leave the units out of both. The ledger row is kept locked so
+/// that the second write cannot land before the caller's timeout: the
+/// caller is always dropped after the first write and before the second.
+#[tokio::test]
+async fn a_mirrored_claim_whose_caller_gives_up_still_lands_in_both_books() {
+    use sqlx::Connection;
+
+    let w = world(Backend::Postgres, &shared_redis_url()).await;
+    let s = shop("s1");
+    stock(&*w.redis, "s1", "tee", "wh", 10).await;
+    let id = w.redis.reserve(&request("s1", "gives-up", vec![line("tee", 1, None)])).await.unwrap().reservation.id;
+
+    let mut locker = sqlx::PgConnection::connect(&w.url).await.unwrap();
+    let mut lock = locker.begin().await.unwrap();
+    sqlx::query("SELECT committed FROM legacy_ledger WHERE shop_id = 's1' AND item_id = 'tee' FOR UPDATE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let gave_up = tokio::time::timeout(Duration::from_millis(300), w.redis.mirror_settle(&s, id, "claim", None)).await;
+    assert!(gave_up.is_err(), "the ledger write cannot finish while its row is locked: {gave_up:?}");
+    assert_eq!(w.redis.get(&s, id).await.unwrap().status, holdfast_core::ReservationStatus::Claimed);
+    lock.rollback().await.unwrap();
+
+    // The ledger write finishes on its own once the row is free.
+    let started = Instant::now();
+    let q = loop {
+        let q = qty(&*w.redis, "s1", "tee", "wh").await;
+        if q.committed == 1 || started.elapsed() > Duration::from_secs(5) {
+            break q;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!((q.on_hand, q.available, q.reserved, q.committed), (10, 9, 0, 1));
+    assert!(w.redis.audit(None).await.unwrap().ok());
+}
