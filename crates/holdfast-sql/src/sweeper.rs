@@ -46,9 +46,23 @@ impl Sweeper {
     /// Retention: up to [`PURGES_PER_INTERVAL`] transactions of one batch
     /// each, until one finds less than a batch; returns how many were removed.
     pub async fn purge(&self) -> Result<u64, Error> {
+        self.purge_passes(Some(PURGES_PER_INTERVAL)).await
+    }
+
+    /// Retention until nothing is left to remove, one batch per transaction
+    /// (`holdfast expire --retention`); returns how many were removed.
+    pub async fn purge_all(&self) -> Result<u64, Error> {
+        self.purge_passes(None).await
+    }
+
+    /// Batches of retention until one finds less than a batch, at most
+    /// `passes` of them (`None`: no bound).
+    async fn purge_passes(&self, passes: Option<u32>) -> Result<u64, Error> {
         let Some(older_than) = self.retention else { return Ok(0) };
         let mut total = 0;
-        for _ in 0..PURGES_PER_INTERVAL {
+        let mut pass = 0;
+        while passes.is_none_or(|most| pass < most) {
+            pass += 1;
             let n = self.store.purge(older_than, self.batch).await?;
             counter!("holdfast_retention_purged_total").increment(n);
             total += n;

@@ -249,15 +249,9 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let purged = match a.retention {
                 None => None,
                 Some(secs) => {
-                    let older_than = std::time::Duration::from_secs(secs);
-                    let mut total = 0;
-                    loop {
-                        let n = store.purge(older_than, a.limit).await.or_fail(a.json)?;
-                        total += n;
-                        if n < a.limit as u64 {
-                            break Some(total);
-                        }
-                    }
+                    let retention = Some(std::time::Duration::from_secs(secs));
+                    let sweeper = holdfast_sql::Sweeper::new(store.clone(), a.limit).with_retention(retention);
+                    Some(sweeper.purge_all().await.or_fail(a.json)?)
                 }
             };
             Printer { json: a.json }.expired(n, purged);
