@@ -376,7 +376,7 @@ impl<D: Dialect> SqlStore<D> {
         }
 
         // Whether this reserve will commit a hold: then a hold about to
-        // expire where it came up short counts as in flight (`in_flight`).
+        // expire where it came up short counts as in flight (`none_in_flight`).
         let commits = (still_short.is_empty() || req.allow_partial()) && held.iter().any(|h| total(h) > 0);
 
         // Candidate order: a candidate passed over for a later one must have
@@ -384,9 +384,7 @@ impl<D: Dialect> SqlStore<D> {
         // in flight (a sweeper releasing an expired hold, a fast path that
         // may roll back). Otherwise start over once they have landed.
         for (item, loc) in &passed_over {
-            if let Some(wait) = self.in_flight(tx, req.shop(), item, loc, commits).await? {
-                return Err(Fail::Contended(wait));
-            }
+            self.none_in_flight(tx, req.shop(), item, loc, commits).await?;
         }
 
         if !still_short.is_empty() {
@@ -396,9 +394,7 @@ impl<D: Dialect> SqlStore<D> {
             // shortage real.
             for (i, candidates) in &still_short {
                 for loc in candidates {
-                    if let Some(wait) = self.in_flight(tx, req.shop(), &req.lines()[*i].item, loc, commits).await? {
-                        return Err(Fail::Contended(wait));
-                    }
+                    self.none_in_flight(tx, req.shop(), &req.lines()[*i].item, loc, commits).await?;
                 }
             }
             if !req.allow_partial() {

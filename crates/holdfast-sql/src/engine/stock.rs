@@ -90,9 +90,7 @@ impl<D: Dialect> SqlStore<D> {
                         }
                     }
                     if need > 0 {
-                        if let Some(wait) = self.in_flight(&mut tx, shop, item, location, false).await? {
-                            return Err(Fail::Contended(wait));
-                        }
+                        self.none_in_flight(&mut tx, shop, item, location, false).await?;
                         return Err(Fail::Domain(Error::StockConflict(format!(
                             "on_hand of item {item} at location {location} cannot go to {target}: only {} unit(s) are unreserved; reserved and committed units cannot be removed",
                             -delta - need
@@ -250,35 +248,36 @@ impl<D: Dialect> SqlStore<D> {
         Ok(())
     }
 
-    /// Whether units of (item, location) are in flight in other
-    /// transactions: pool rows this transaction could not take, and expired
-    /// holds it could not lock. `Some` means "wait and retry", never "sold
-    /// out". `commits`: the caller will commit a change others can read (a
-    /// hold), so holds that expire within [`COMMIT_MARGIN_MS`] count too
-    /// (`in_flight.sql`); when nothing else is in flight, the inner `Some`
-    /// says how long until the first of them has expired.
-    pub(super) async fn in_flight(
+    /// Fails with [`Fail::Contended`] when units of (item, location) are in
+    /// flight in other transactions: pool rows this transaction could not
+    /// take, and expired holds it could not lock. That means "wait and
+    /// retry", never "sold out". `commits`: the caller will commit a change
+    /// others can read (a hold), so holds that expire within
+    /// [`COMMIT_MARGIN_MS`] count too (`in_flight.sql`); when nothing else is
+    /// in flight, the failure says how long until the first of them has
+    /// expired.
+    pub(super) async fn none_in_flight(
         &self,
         tx: &mut Conn<D>,
         shop: &ShopId,
         item: &ItemId,
         location: &LocationId,
         commits: bool,
-    ) -> Result<Option<Option<Duration>>, Fail> {
+    ) -> Result<(), Fail> {
         use crate::driver::Driver;
         let [s, i, l] = run::place(shop, item, location);
         let margin = if commits { COMMIT_MARGIN_MS } else { 0 };
         let rows = run::rows::<D>(tx, Stmt::InFlight, &[s, i, l, margin.into()]).await?;
         let row = rows.first().ok_or(Fail::Domain(Error::Internal("in_flight returned no row".into())))?;
         let (n, soon) = (D::Db::int(row, "n")?, D::Db::int(row, "soon")?);
-        Ok(match n {
-            0 => None,
+        match n {
+            0 => Ok(()),
             _ if n == soon => {
                 let ms = D::Db::int(row, "wait_ms")?.clamp(1, COMMIT_MARGIN_MS);
-                Some(Some(Duration::from_millis(ms as u64)))
+                Err(Fail::Contended(Some(Duration::from_millis(ms as u64))))
             }
-            _ => Some(None),
-        })
+            _ => Err(Fail::Contended(None)),
+        }
     }
 }
 
