@@ -124,8 +124,9 @@ pub(crate) struct SqlStore<D: Dialect> {
     gates: gate::Gates,
     /// One reserve per (shop, idempotency key) of this process at a time.
     keys: gate::KeyGates,
-    /// The pools a refill ahead of need is running for in this process
-    /// (stock.rs, [`SqlStore::refill_ahead`]).
+    /// Per pool: the units this process's batches took from it since it
+    /// was last refilled, and whether a refill ahead of need is running for
+    /// it (stock.rs, [`SqlStore::refill_ahead`]).
     refilling: stock::Refilling,
     /// `None` when coalescing is off.
     coalesce: Option<Coalescers>,
