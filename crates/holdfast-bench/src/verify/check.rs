@@ -893,7 +893,7 @@ mod tests {
         /// of them answered with hold 7: where most histories here start.
         fn k1_holds_one(stock: i64) -> H {
             let mut h = H::with_stock(stock);
-            h.op(1, 10, Some(12), reserve("k1", 1), held(7, 1, 10, true));
+            h.op(1, 10, 12, reserve("k1", 1), held(7, 1, 10, true));
             h
         }
 
@@ -904,32 +904,31 @@ mod tests {
             h
         }
 
-        fn op(&mut self, client: u32, from_ms: i64, to_ms: Option<i64>, call: Call, answer: Answer) -> &mut Self {
+        fn op(&mut self, client: u32, from_ms: i64, to_ms: i64, call: Call, answer: Answer) -> &mut Self {
             self.n += 1;
-            let at = 1_000 * S + from_ms * 1_000;
-            self.events.push(Event::Invoke { at, op: self.n, client, call });
-            let done = to_ms.map_or(at, |to| 1_000 * S + to * 1_000);
-            self.events.push(Event::Complete { at: done, op: self.n, answer });
+            let at = |ms: i64| 1_000 * S + ms * 1_000;
+            self.events.push(Event::Invoke { at: at(from_ms), op: self.n, client, call });
+            self.events.push(Event::Complete { at: at(to_ms), op: self.n, answer });
             self
         }
 
         /// An operation whose answer was lost: it may or may not have taken
         /// effect.
         fn lost(&mut self, client: u32, from_ms: i64, call: Call) -> &mut Self {
-            self.op(client, from_ms, None, call, Answer::Unknown { reason: "lost".into() })
+            self.op(client, from_ms, from_ms, call, Answer::Unknown { reason: "lost".into() })
         }
 
         /// A read of `i`'s levels, answered `qty` at `a`.
         fn read(&mut self, client: u32, from_ms: i64, to_ms: i64, qty: Qty) -> &mut Self {
             let answer = Answer::Levels { locations: vec![("a".into(), qty)] };
-            self.op(client, from_ms, Some(to_ms), Call::Levels { item: "i".into() }, answer)
+            self.op(client, from_ms, to_ms, Call::Levels { item: "i".into() }, answer)
         }
 
         fn stock(&mut self, from: i64, to: i64, n: i64, after: Qty) -> &mut Self {
             self.op(
                 0,
                 from,
-                Some(to),
+                to,
                 Call::Stock { item: "i".into(), location: "a".into(), change: "set".into(), n },
                 Answer::Level { location: "a".into(), qty: after },
             )
@@ -952,7 +951,7 @@ mod tests {
             h.lost(1, at, reserve("k1", 1));
         }
         let (client, call, answer) = then;
-        h.op(client, 20, Some(22), call, answer).op(1, 30, Some(32), reserve("k1", 1), retry).check()
+        h.op(client, 20, 22, call, answer).op(1, 30, 32, reserve("k1", 1), retry).check()
     }
 
     /// The check found exactly one violation, at op `n`.
@@ -1011,9 +1010,9 @@ mod tests {
     #[test]
     fn a_correct_history_passes() {
         let r = H::k1_holds_one(2)
-            .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
-            .op(3, 30, Some(32), reserve("k3", 1), short(1, 0))
-            .op(1, 40, Some(41), reserve("k1", 1), held(7, 1, 10, false))
+            .op(2, 20, 22, reserve("k2", 1), held(8, 1, 20, true))
+            .op(3, 30, 32, reserve("k3", 1), short(1, 0))
+            .op(1, 40, 41, reserve("k1", 1), held(7, 1, 10, false))
             .read(3, 50, 52, q(2, 2, 0))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
@@ -1025,8 +1024,8 @@ mod tests {
         // Invoked first, answered `insufficient`: only right if the other
         // reserve, concurrent with it, took the last unit first.
         let r = H::with_stock(1)
-            .op(1, 10, Some(30), reserve("k1", 1), short(1, 0))
-            .op(2, 11, Some(20), reserve("k2", 1), held(5, 1, 11, true))
+            .op(1, 10, 30, reserve("k1", 1), short(1, 0))
+            .op(2, 11, 20, reserve("k2", 1), held(5, 1, 11, true))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
     }
@@ -1034,13 +1033,13 @@ mod tests {
     #[test]
     fn finds_an_undersell() {
         // A unit was free and nothing else ran: `insufficient` is wrong.
-        let r = H::k1_holds_one(2).op(2, 20, Some(22), reserve("k2", 1), short(1, 0)).check();
+        let r = H::k1_holds_one(2).op(2, 20, 22, reserve("k2", 1), short(1, 0)).check();
         refused_at(&r, 3);
     }
 
     #[test]
     fn finds_an_oversell() {
-        let r = H::k1_holds_one(1).op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true)).check();
+        let r = H::k1_holds_one(1).op(2, 20, 22, reserve("k2", 1), held(8, 1, 20, true)).check();
         refused_at(&r, 3);
     }
 
@@ -1048,8 +1047,8 @@ mod tests {
     fn finds_a_wrong_replay() {
         // The replay of k1 answers another reservation's id.
         let r = H::k1_holds_one(5)
-            .op(2, 20, Some(22), reserve("k2", 1), held(8, 1, 20, true))
-            .op(1, 30, Some(32), reserve("k1", 1), held(8, 1, 20, false))
+            .op(2, 20, 22, reserve("k2", 1), held(8, 1, 20, true))
+            .op(1, 30, 32, reserve("k1", 1), held(8, 1, 20, false))
             .check();
         refused_at(&r, 4);
     }
@@ -1057,16 +1056,12 @@ mod tests {
     #[test]
     fn finds_a_stale_read() {
         // The read starts after the hold was answered, yet misses it.
-        let r = H::with_stock(5)
-            .op(1, 10, Some(12), reserve("k1", 2), held(7, 2, 10, true))
-            .read(2, 20, 22, q(5, 0, 0))
-            .check();
+        let r =
+            H::with_stock(5).op(1, 10, 12, reserve("k1", 2), held(7, 2, 10, true)).read(2, 20, 22, q(5, 0, 0)).check();
         refused_at(&r, 3);
         // The same read concurrent with the reserve may see either side.
-        let r = H::with_stock(5)
-            .op(1, 10, Some(30), reserve("k1", 2), held(7, 2, 10, true))
-            .read(2, 20, 22, q(5, 0, 0))
-            .check();
+        let r =
+            H::with_stock(5).op(1, 10, 30, reserve("k1", 2), held(7, 2, 10, true)).read(2, 20, 22, q(5, 0, 0)).check();
         assert!(r.ok(), "{}", r.violations[0]);
     }
 
@@ -1082,15 +1077,15 @@ mod tests {
                 .op(
                     0,
                     2,
-                    Some(3),
+                    3,
                     Call::Stock { item: "j".into(), location: "a".into(), change: "set".into(), n: 1 },
                     Answer::Level { location: "a".into(), qty: q(1, 0, 0) },
                 )
-                .op(1, 10, Some(12), one_second("a"), answer(4, "held", t0 + 1_010_000, 1, Some(true)))
+                .op(1, 10, 12, one_second("a"), answer(4, "held", t0 + 1_010_000, 1, Some(true)))
                 .op(
                     2,
                     900,
-                    Some(1_100),
+                    1_100,
                     Call::Reserve {
                         key: "b".into(),
                         lines: vec![
@@ -1109,8 +1104,8 @@ mod tests {
                         created: Some(true),
                     }),
                 )
-                .op(3, 1_040, Some(1_045), Call::Levels { item: "i".into() }, level(q(1, 0, 0)))
-                .op(4, 1_050, Some(1_055), Call::Levels { item: "j".into() }, level(j_seen))
+                .op(3, 1_040, 1_045, Call::Levels { item: "i".into() }, level(q(1, 0, 0)))
+                .op(4, 1_050, 1_055, Call::Levels { item: "j".into() }, level(j_seen))
                 .check()
         };
         refused_at(&history(q(1, 0, 0)), 4);
@@ -1128,7 +1123,7 @@ mod tests {
         // Or it did not: then the unit was free for the other buyer.
         let r = H::with_stock(1)
             .lost(1, 10, reserve("k1", 1))
-            .op(2, 20, Some(22), reserve("k2", 1), held(3, 1, 20, true))
+            .op(2, 20, 22, reserve("k2", 1), held(3, 1, 20, true))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // But a replay cannot answer a reservation nothing created.
@@ -1155,28 +1150,28 @@ mod tests {
         let claimed = answer(4, "claimed", t0 + 10_000 + S, 1, None);
         // Claimed two seconds after a 1 s hold expired: wrong.
         let r = H::with_stock(1)
-            .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
-            .op(1, 3_000, Some(3_002), Call::Claim { id: 4 }, claimed.clone())
+            .op(1, 10, 11, one_second("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 3_000, 3_002, Call::Claim { id: 4 }, claimed.clone())
             .check();
         assert_eq!(r.violations.len(), 1, "a claim after expiry passed");
         // Refused as expired, and the unit is free again for the next buyer.
         let r = H::with_stock(1)
-            .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 10, 11, one_second("k"), hold(4, t0 + 10_000 + S))
             .op(
                 1,
                 3_000,
-                Some(3_002),
+                3_002,
                 Call::Claim { id: 4 },
                 Answer::Refused { code: "reservation_expired".into(), lines: vec![] },
             )
-            .op(2, 3_010, Some(3_012), one_second("k2"), hold(5, t0 + 3_010_000 + S))
+            .op(2, 3_010, 3_012, one_second("k2"), hold(5, t0 + 3_010_000 + S))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // In time, the claim stands.
         let r = H::with_stock(1)
-            .op(1, 10, Some(11), one_second("k"), hold(4, t0 + 10_000 + S))
-            .op(1, 500, Some(502), Call::Claim { id: 4 }, claimed)
-            .op(2, 3_010, Some(3_012), one_second("k2"), short(1, 0))
+            .op(1, 10, 11, one_second("k"), hold(4, t0 + 10_000 + S))
+            .op(1, 500, 502, Call::Claim { id: 4 }, claimed)
+            .op(2, 3_010, 3_012, one_second("k2"), short(1, 0))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
     }
@@ -1195,10 +1190,10 @@ mod tests {
         let (read, free) = levels(0);
         let (read_again, held_again) = levels(1);
         let r = H::with_stock(2)
-            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
-            .op(1, 1_005, Some(1_055), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
-            .op(2, 1_040, Some(1_042), read, free)
-            .op(2, 1_060, Some(1_062), read_again, held_again)
+            .op(1, 10, 11, one_second("k"), hold("held", expiry))
+            .op(1, 1_005, 1_055, Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
+            .op(2, 1_040, 1_042, read, free)
+            .op(2, 1_060, 1_062, read_again, held_again)
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // A claim the same.
@@ -1208,25 +1203,25 @@ mod tests {
             h.created = None;
         }
         let r = H::with_stock(2)
-            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
-            .op(1, 1_005, Some(1_055), Call::Claim { id: 4 }, claimed)
-            .op(2, 1_040, Some(1_042), read, free)
+            .op(1, 10, 11, one_second("k"), hold("held", expiry))
+            .op(1, 1_005, 1_055, Call::Claim { id: 4 }, claimed)
+            .op(2, 1_040, 1_042, read, free)
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // But if another buyer took the units in between, the extend could
         // not have had them.
         let r = H::with_stock(2)
-            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
-            .op(1, 1_005, Some(1_055), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
-            .op(2, 1_040, Some(1_042), reserve("k2", 2), held(5, 2, 1_040, true))
+            .op(1, 10, 11, one_second("k"), hold("held", expiry))
+            .op(1, 1_005, 1_055, Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_050_000 + S))
+            .op(2, 1_040, 1_042, reserve("k2", 2), held(5, 2, 1_040, true))
             .check();
         assert_eq!(r.violations.len(), 1, "a hold taken back after its units were sold passed");
         // And an extend called after the expiry cannot take it back.
         let (read, free) = levels(0);
         let r = H::with_stock(2)
-            .op(1, 10, Some(11), one_second("k"), hold("held", expiry))
-            .op(2, 1_040, Some(1_042), read, free)
-            .op(1, 1_100, Some(1_120), Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_100_000 + S))
+            .op(1, 10, 11, one_second("k"), hold("held", expiry))
+            .op(2, 1_040, 1_042, read, free)
+            .op(1, 1_100, 1_120, Call::Extend { id: 4, ttl: 1 }, hold("held", t0 + 1_100_000 + S))
             .check();
         assert_eq!(r.violations.len(), 1, "an extend called after the expiry passed");
     }
@@ -1238,13 +1233,12 @@ mod tests {
         // Committed at 0.5 s, lapsed at 1.5 s, answered at 3 s as expired:
         // the unit was free for the buyer at 2 s.
         let r = H::with_stock(1)
-            .op(1, 10, Some(3_000), one_second("slow"), answer(4, "expired", t0 + 1_500_000))
-            .op(2, 2_000, Some(2_002), one_second("next"), answer(5, "held", t0 + 3_000_000))
+            .op(1, 10, 3_000, one_second("slow"), answer(4, "expired", t0 + 1_500_000))
+            .op(2, 2_000, 2_002, one_second("next"), answer(5, "held", t0 + 3_000_000))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // An `expired` answer that came before the time it names is wrong.
-        let r =
-            H::with_stock(1).op(1, 10, Some(1_000), one_second("slow"), answer(4, "expired", t0 + 1_500_000)).check();
+        let r = H::with_stock(1).op(1, 10, 1_000, one_second("slow"), answer(4, "expired", t0 + 1_500_000)).check();
         refused_at(&r, 2);
     }
 
@@ -1254,18 +1248,18 @@ mod tests {
         let level = |qty| Answer::Level { location: "a".into(), qty };
         // The level shows the change and a hold that committed meanwhile.
         let r = H::with_stock(2)
-            .op(1, 10, Some(30), set(5), level(q(5, 1, 0)))
-            .op(2, 12, Some(20), reserve("k1", 1), held(7, 1, 12, true))
+            .op(1, 10, 30, set(5), level(q(5, 1, 0)))
+            .op(2, 12, 20, reserve("k1", 1), held(7, 1, 12, true))
             .check();
         assert!(r.ok(), "{}", r.violations[0]);
         // A level from before the change is wrong, even with nothing else
         // running...
-        let r = H::with_stock(2).op(1, 10, Some(30), set(5), level(q(2, 0, 0))).check();
+        let r = H::with_stock(2).op(1, 10, 30, set(5), level(q(2, 0, 0))).check();
         refused_at(&r, 2);
         // ...and so is one that misses a hold answered before the change began.
         let r = H::with_stock(2)
-            .op(2, 5, Some(8), reserve("k1", 1), held(7, 1, 5, true))
-            .op(1, 10, Some(30), set(5), level(q(5, 0, 0)))
+            .op(2, 5, 8, reserve("k1", 1), held(7, 1, 5, true))
+            .op(1, 10, 30, set(5), level(q(5, 0, 0)))
             .check();
         assert_eq!(r.violations.len(), 1, "a level missing an earlier hold passed");
     }
@@ -1278,14 +1272,14 @@ mod tests {
         let read = || Call::Levels { item: "i".into() };
         let history = |late: i64| {
             H::with_stock(1)
-                .op(1, 10, Some(11), one_second("k"), hold.clone())
+                .op(1, 10, 11, one_second("k"), hold.clone())
                 // An extend by 2 s, called before the 1 s hold ran out; its
                 // answer was lost.
                 .lost(1, 500, Call::Extend { id: 4, ttl: 2 })
                 // After the first expiry the hold is still there: the
                 // extend took effect.
-                .op(2, 2_000, Some(2_001), read(), levels(1))
-                .op(2, late, Some(late + 1), read(), levels(1))
+                .op(2, 2_000, 2_001, read(), levels(1))
+                .op(2, late, late + 1, read(), levels(1))
                 .check()
         };
         // Still held 5 s after the call: the extend may have committed up to
@@ -1307,9 +1301,9 @@ mod tests {
                 split: false,
             };
             H::with_stock(1)
-                .op(1, 10, Some(11), ttl3, three.clone())
+                .op(1, 10, 11, ttl3, three.clone())
                 .lost(1, 500, Call::Extend { id: 4, ttl: 1 })
-                .op(2, 9_000, Some(9_001), read(), levels(reserved))
+                .op(2, 9_000, 9_001, read(), levels(reserved))
                 .check()
         };
         refused_at(&shortened(1), 4);
@@ -1344,7 +1338,7 @@ mod tests {
         let t0 = 1_000 * S;
         let hold = |id, from_ms: i64, created| answer(id, "held", t0 + from_ms * 1_000 + S, 1, Some(created));
         let mut h = H::with_stock(2);
-        h.op(1, 10, Some(11), one_second("k1"), hold(7, 10, true));
+        h.op(1, 10, 11, one_second("k1"), hold(7, 10, true));
         // Replays of k1, which already has its hold: one client's end with an
         // answer, another's never do. Each may have taken effect (it changes
         // nothing) and brings a lapse step of its own.
@@ -1352,11 +1346,11 @@ mod tests {
             h.lost(2, 20 + 10 * i, one_second("k1"));
             h.lost(3, 25 + 10 * i, one_second("k1"));
         }
-        h.op(2, 400, Some(401), one_second("k1"), hold(7, 10, false));
+        h.op(2, 400, 401, one_second("k1"), hold(7, 10, false));
         // After hold 7 lapsed, three buyers hold the two units.
-        h.op(4, 3_000, Some(3_010), one_second("k2"), hold(8, 3_000, true))
-            .op(5, 3_100, Some(3_110), one_second("k3"), hold(9, 3_100, true))
-            .op(6, 3_200, Some(3_210), one_second("k4"), hold(10, 3_200, true));
+        h.op(4, 3_000, 3_010, one_second("k2"), hold(8, 3_000, true))
+            .op(5, 3_100, 3_110, one_second("k3"), hold(9, 3_100, true))
+            .op(6, 3_200, 3_210, one_second("k4"), hold(10, 3_200, true));
         let r = h.check();
         refused_at(&r, h.n);
         assert!(!r.violations[0].gave_up);
@@ -1376,15 +1370,15 @@ mod tests {
         let level = |location: &str, qty| Answer::Level { location: location.into(), qty };
         let history = |a: Qty| {
             H::default()
-                .op(0, 0, Some(1), change("a", "set", 2), level("a", q(2, 0, 0)))
-                .op(0, 2, Some(3), change("b", "set", 3), level("b", q(3, 0, 0)))
+                .op(0, 0, 1, change("a", "set", 2), level("a", q(2, 0, 0)))
+                .op(0, 2, 3, change("b", "set", 3), level("b", q(3, 0, 0)))
                 // A `serve` killed with both in flight: neither answered.
                 .lost(1, 10, change("a", "adjust", 2))
                 .lost(2, 11, change("b", "adjust", 1))
                 .op(
                     3,
                     50,
-                    Some(51),
+                    51,
                     Call::Levels { item: "i".into() },
                     Answer::Levels { locations: vec![("a".into(), a), ("b".into(), q(4, 0, 0))] },
                 )
