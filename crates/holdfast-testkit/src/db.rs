@@ -128,6 +128,11 @@ impl TestDb {
         TestDb { backend, store: db.store.clone(), db, url, _drop: drop }
     }
 
+    /// The test database's name on its server (for SQLite, its directory's).
+    pub fn name(&self) -> &str {
+        &self._drop.name
+    }
+
     /// Runs statements on the test database directly, as an operator (or a
     /// bug) outside holdfast would: each as a script, so it may hold several.
     pub async fn exec(&self, statements: &[&str]) {

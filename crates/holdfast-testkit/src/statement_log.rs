@@ -45,7 +45,7 @@ struct MySqlSwitches {
 
 impl StatementLog {
     pub async fn start(db: &TestDb) -> Self {
-        let name = db.url.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
+        let name = db.name().to_string();
         match db.backend {
             Backend::Postgres => {
                 let mut admin = sqlx::PgConnection::connect(&server_url(Backend::Postgres)).await.unwrap();

@@ -81,7 +81,7 @@ async fn server_log_shows_every_tag(backend: Backend) {
 /// During a long transaction, `pg_stat_activity.query` shows the caller's tag.
 async fn pg_stat_activity_shows_the_callers_tag() {
     with_db(Backend::Postgres, StoreConfig { pool_cap: 1, ..StoreConfig::default() }, |db| async move {
-        let name = db.url.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
+        let name = db.name().to_string();
         stock(&*db.store, "s1", "a", "wh", 5).await;
         // Hold the ledger row so the reserve's slow path waits on it.
         let mut blocker = sqlx::PgConnection::connect(&db.url).await.unwrap();

@@ -130,7 +130,7 @@ async fn reserve_of_n_units_holds_n_row_locks_not_2n() {
     with_db(Backend::MySql, StoreConfig::default(), |db| async move {
         stock(&*db.store, "s1", "a", "wh", 50).await;
         stock(&*db.store, "s1", "b", "wh", 50).await;
-        let db_name = db.url.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
+        let db_name = db.name().to_string();
         let mut c = conn(&db.url).await;
         exec(&mut c, BEGIN_READ_COMMITTED).await;
         // A two-line cart: 4 of a and 3 of b, in one round trip.
