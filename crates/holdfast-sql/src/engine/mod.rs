@@ -78,11 +78,10 @@ struct Coalescers {
 pub(crate) enum Fail {
     /// The database said no; [`Dialect::fault`] tells whether to retry.
     Db(sqlx::Error),
-    /// Units the operation needs are locked by transactions still in flight:
-    /// they may roll back, so this is not "sold out". Retry after a pause,
-    /// or, when all that is in flight is holds about to expire, once the
-    /// first of them has (`Some`: how long until then).
-    Contended(Option<Duration>),
+    /// Something the operation needs is in another transaction's hands, so
+    /// its answer is not final yet (not "sold out"): retry after a pause,
+    /// or, for [`Contention::Expiring`], once that hold has expired.
+    Contended(Contention),
     /// A final answer for the caller.
     Domain(Error),
     /// A ledger row the slow path needs is locked by a refill in progress.
@@ -90,6 +89,93 @@ pub(crate) enum Fail {
     /// Waited for another transaction's refill: start over at once (no
     /// backoff; not counted as a retry, since the other one made progress).
     Again,
+}
+
+/// What stood in the way of an attempt that failed with [`Fail::Contended`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Contention {
+    /// Units in flight in other transactions: pool rows locked by ones that
+    /// may roll back, expired holds in a sweeper's or a claim's hands,
+    /// released units not yet folded into the ledger row.
+    InFlight,
+    /// All that was in flight were holds about to expire: how long until the
+    /// first of them has.
+    Expiring(Duration),
+    /// The request's idempotency key was taken by a transaction that rolled
+    /// back before the replay could read it.
+    KeyRace,
+}
+
+impl Fail {
+    /// The name of a retried failure in the `slow store operation` log line.
+    fn label<D: Dialect>(&self) -> &'static str {
+        match self {
+            Fail::Contended(Contention::InFlight) => "in_flight",
+            Fail::Contended(Contention::Expiring(_)) => "expiring",
+            Fail::Contended(Contention::KeyRace) => "key_race",
+            Fail::LedgerBusy => "ledger_busy",
+            Fail::Again => "refill_wait",
+            Fail::Domain(_) => "answered",
+            Fail::Db(e) => match D::fault(e) {
+                Fault::Deadlock => "deadlock",
+                Fault::Busy => "busy",
+                Fault::Connection => "connection",
+                Fault::Other => "error",
+            },
+        }
+    }
+}
+
+/// The tries of one operation so far, for the `slow store operation` line.
+struct Tries {
+    start: std::time::Instant,
+    /// Attempts made; a start-over after another transaction's refill is
+    /// not one ([`Fail::Again`]).
+    attempts: u32,
+    refill_waits: u32,
+    /// Why the failed attempts failed, by [`Fail::label`], in first-seen order.
+    failed: Vec<(&'static str, u32)>,
+    /// Time spent in pauses between attempts.
+    slept: Duration,
+}
+
+impl Tries {
+    fn new() -> Self {
+        Self {
+            start: std::time::Instant::now(),
+            attempts: 0,
+            refill_waits: 0,
+            failed: Vec::new(),
+            slept: Duration::ZERO,
+        }
+    }
+
+    fn failed(&mut self, label: &'static str) {
+        match self.failed.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => self.failed.push((label, 1)),
+        }
+    }
+
+    /// `failed` as the log line shows it: `in_flight=3,expiring=1`.
+    fn failed_counts(&self) -> String {
+        self.failed.iter().map(|(l, n)| format!("{l}={n}")).collect::<Vec<_>>().join(",")
+    }
+
+    /// Logs the operation at `WARN` when it took [`SLOW`] or longer.
+    fn log_if_slow(&self, outcome: &str) {
+        let took = self.start.elapsed();
+        if took >= SLOW {
+            tracing::warn!(
+                attempts = self.attempts,
+                refill_waits = self.refill_waits,
+                failed = self.failed_counts(),
+                slept_ms = self.slept.as_millis() as u64,
+                ms = took.as_millis() as u64,
+                "slow store operation: {outcome}"
+            );
+        }
+    }
 }
 
 impl From<sqlx::Error> for Fail {
@@ -179,42 +265,33 @@ impl<D: Dialect> SqlStore<D> {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, Fail>> + Send,
     {
-        let (mut n, mut again, start) = (0u32, 0u32, std::time::Instant::now());
-        let slow = |n: u32, again: u32, why: &str| {
-            let took = start.elapsed();
-            if took >= SLOW {
-                tracing::warn!(
-                    attempts = n,
-                    refill_waits = again,
-                    ms = took.as_millis() as u64,
-                    "slow store operation: {why}"
-                );
-            }
-        };
+        let mut tries = Tries::new();
         loop {
             if detach::gone() {
                 // Nothing of this attempt has started; the ones before it
                 // failed, or were cut short (a lost connection).
                 return Err(Error::Unavailable("the caller went away before the operation finished".into()));
             }
-            n += 1;
+            tries.attempts += 1;
             let fail = match attempt().await {
                 Ok(v) => {
-                    slow(n, again, "done");
+                    tries.log_if_slow("done");
                     return Ok(v);
                 }
                 Err(Fail::Domain(e)) => {
-                    slow(n, again, "answered");
+                    tries.log_if_slow("answered");
                     return Err(e);
                 }
                 // Bounded too, in case refills never end.
-                Err(Fail::Again) if again < self.cfg.max_attempts * 20 => {
-                    again += 1;
-                    n -= 1;
+                Err(Fail::Again) if tries.refill_waits < self.cfg.max_attempts * 20 => {
+                    tries.refill_waits += 1;
+                    tries.attempts -= 1;
                     continue;
                 }
                 Err(fail) => fail,
             };
+            tries.failed(fail.label::<D>());
+            let n = tries.attempts;
             let retry = match &fail {
                 Fail::Contended(_) | Fail::Again | Fail::LedgerBusy => true,
                 Fail::Db(e) => match D::fault(e) {
@@ -229,7 +306,7 @@ impl<D: Dialect> SqlStore<D> {
                 Fail::Domain(_) => unreachable!(),
             };
             if !retry || n >= self.cfg.max_attempts {
-                slow(n, again, "gave up");
+                tries.log_if_slow("gave up");
                 return Err(match fail {
                     Fail::Contended(_) | Fail::Again | Fail::LedgerBusy => Error::RetriesExhausted(n),
                     Fail::Db(e) => match D::fault(&e) {
@@ -242,10 +319,12 @@ impl<D: Dialect> SqlStore<D> {
             }
             self.counters.retries.fetch_add(1, Ordering::Relaxed);
             let until = match fail {
-                Fail::Contended(Some(expiry)) => expiry,
+                Fail::Contended(Contention::Expiring(expiry)) => expiry,
                 _ => Duration::ZERO,
             };
-            tokio::time::sleep(backoff(n).max(until)).await;
+            let pause = backoff(n).max(until);
+            tries.slept += pause;
+            tokio::time::sleep(pause).await;
         }
     }
 
@@ -421,4 +500,25 @@ const SLOW: Duration = Duration::from_secs(1);
 fn backoff(attempt: u32) -> Duration {
     let cap_us = 1_000u64 << attempt.min(5);
     Duration::from_micros(rand::thread_rng().gen_range(200..=cap_us))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_tries_are_counted_by_what_stood_in_the_way_in_first_seen_order() {
+        let mut tries = Tries::new();
+        assert_eq!(tries.failed_counts(), "");
+        for fail in [
+            Fail::Contended(Contention::Expiring(Duration::from_millis(40))),
+            Fail::Contended(Contention::InFlight),
+            Fail::Contended(Contention::Expiring(Duration::from_millis(3))),
+            Fail::LedgerBusy,
+            Fail::Contended(Contention::KeyRace),
+        ] {
+            tries.failed(fail.label::<crate::sqlite::Lite>());
+        }
+        assert_eq!(tries.failed_counts(), "expiring=2,in_flight=1,ledger_busy=1,key_race=1");
+    }
 }

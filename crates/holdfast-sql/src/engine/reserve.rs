@@ -10,7 +10,7 @@ use holdfast_core::{
     Topic,
 };
 
-use super::{Fail, SqlStore};
+use super::{Contention, Fail, SqlStore};
 use crate::dialect::{Conn, Dialect, Fast, Head, Ledger, LedgerLock, Spec, Stmt, Tx, TxMode, Want};
 use crate::run;
 use crate::tag;
@@ -147,7 +147,7 @@ impl<D: Dialect> SqlStore<D> {
                 Fast::KeyTaken => match self.replay(req).await? {
                     Some(r) => Ok(Some(r)),
                     // The other holder of the key rolled back meanwhile.
-                    None => Err(Fail::Contended(None)),
+                    None => Err(Fail::Contended(Contention::KeyRace)),
                 },
                 Fast::Short => Ok(None),
             };
@@ -254,7 +254,7 @@ impl<D: Dialect> SqlStore<D> {
                 match self.replay(req).await? {
                     Some(r) => Ok(r),
                     // The other holder of the key rolled back meanwhile.
-                    None => Err(Fail::Contended(None)),
+                    None => Err(Fail::Contended(Contention::KeyRace)),
                 }
             }
         }

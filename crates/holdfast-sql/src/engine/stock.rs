@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange, StockRequest};
 
-use super::{Fail, SqlStore};
+use super::{Contention, Fail, SqlStore};
 use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Spec, Stmt, TxMode, Unit, Want};
 use crate::run;
 use crate::tag;
@@ -274,9 +274,9 @@ impl<D: Dialect> SqlStore<D> {
             0 => Ok(()),
             _ if n == soon => {
                 let ms = D::Db::int(row, "wait_ms")?.clamp(1, COMMIT_MARGIN_MS);
-                Err(Fail::Contended(Some(Duration::from_millis(ms as u64))))
+                Err(Fail::Contended(Contention::Expiring(Duration::from_millis(ms as u64))))
             }
-            _ => Err(Fail::Contended(None)),
+            _ => Err(Fail::Contended(Contention::InFlight)),
         }
     }
 }
