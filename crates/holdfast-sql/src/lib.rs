@@ -121,6 +121,18 @@ pub trait BatchReserve: Send + Sync {
         item: &holdfast_core::ItemId,
         between: std::time::Duration,
     ) -> Result<[(Vec<holdfast_core::LocationLevel>, bool); 2], Error>;
+
+    /// What a reserve that came up short at (item, location) reads there
+    /// (`in_flight.sql`), looking `lookahead` ahead: the units in flight
+    /// now, and how long until holds expiring within the look-ahead bring
+    /// them to `matters` units (`None`: not within it).
+    async fn in_flight(
+        &self,
+        shop: &holdfast_core::ShopId,
+        place: (&holdfast_core::ItemId, &holdfast_core::LocationId),
+        lookahead: std::time::Duration,
+        matters: u32,
+    ) -> Result<(i64, Option<std::time::Duration>), Error>;
 }
 
 /// One database as the server uses it: the store, the token table, the mode

@@ -718,6 +718,16 @@ impl crate::BatchReserve for Routed {
     ) -> Result<[(Vec<holdfast_core::LocationLevel>, bool); 2]> {
         self.0.db(shop).batches.levels_twice(shop, item, between).await
     }
+
+    async fn in_flight(
+        &self,
+        shop: &ShopId,
+        place: (&ItemId, &holdfast_core::LocationId),
+        lookahead: std::time::Duration,
+        matters: u32,
+    ) -> Result<(i64, Option<std::time::Duration>)> {
+        self.0.db(shop).batches.in_flight(shop, place, lookahead, matters).await
+    }
 }
 
 #[cfg(test)]

@@ -57,6 +57,25 @@ impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
     ) -> Result<[(Vec<holdfast_core::LocationLevel>, bool); 2], Error> {
         SqlStore::levels_twice(self, shop, item, between).await
     }
+
+    async fn in_flight(
+        &self,
+        shop: &ShopId,
+        place: (&ItemId, &LocationId),
+        lookahead: std::time::Duration,
+        matters: u32,
+    ) -> Result<(i64, Option<std::time::Duration>), Error> {
+        let read = async {
+            let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+            let (n, wait) = self.look_ahead(&mut tx, shop, place, lookahead.as_millis() as i64, matters).await?;
+            tx.rollback().await?;
+            Ok::<_, Fail>((n, wait.map(|ms| std::time::Duration::from_millis(ms.max(0) as u64))))
+        };
+        read.await.map_err(|f| match f {
+            Fail::Domain(e) => e,
+            other => Error::Internal(format!("{other:?}")),
+        })
+    }
 }
 
 impl<D: Dialect> SqlStore<D> {

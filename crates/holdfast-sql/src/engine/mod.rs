@@ -104,6 +104,9 @@ pub(crate) enum Contention {
     /// The request's idempotency key was taken by a transaction that rolled
     /// back before the replay could read it.
     KeyRace,
+    /// A reserve that had to commit before holds about to expire did (its
+    /// answer would have changed) was not ready in time, and rolled back.
+    LateCommit,
 }
 
 impl Fail {
@@ -113,6 +116,7 @@ impl Fail {
             Fail::Contended(Contention::InFlight) => "in_flight",
             Fail::Contended(Contention::Expiring(_)) => "expiring",
             Fail::Contended(Contention::KeyRace) => "key_race",
+            Fail::Contended(Contention::LateCommit) => "late_commit",
             Fail::LedgerBusy => "ledger_busy",
             Fail::Again => "refill_wait",
             Fail::Domain(_) => "answered",

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use holdfast_core::{
     Allocation, Error, ItemId, LocationId, Reservation, ReservationStatus, ReserveRequest, Reserved, ShopId, Shortfall,
@@ -100,7 +101,7 @@ impl<D: Dialect> SqlStore<D> {
                 let _lease = tag::Lease::transaction();
                 let mut held = vec![BTreeMap::new(); req.lines().len()];
                 match self.slow_path(&mut tx, req, &spec, &existing, &mut held).await {
-                    Ok(prepared) => return self.insert_hold(tx, req, &held, prepared).await,
+                    Ok((prepared, commit_by)) => return self.insert_hold(tx, req, &held, prepared, commit_by).await,
                     Err(Fail::LedgerBusy) => {
                         // Another process (or a batch's refill) is refilling:
                         // wait for it holding nothing, then start over from
@@ -166,7 +167,7 @@ impl<D: Dialect> SqlStore<D> {
             }
         }
         if (0..req.lines().len()).all(|i| total(&held[i]) == req.lines()[i].quantity.get()) {
-            return self.insert_hold(tx, req, &held, Vec::new()).await.map(Some);
+            return self.insert_hold(tx, req, &held, Vec::new(), None).await.map(Some);
         }
         tx.rollback().await?;
         Ok(None)
@@ -210,13 +211,16 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Lock order step 4: inserts the hold for the units taken, and commits.
     /// `prepared`: ledger rows whose expired holds the slow path released,
-    /// for the inventory events (engine/watch.rs).
+    /// for the inventory events (engine/watch.rs). `commit_by`: when the
+    /// COMMIT must be sent at the latest; past it the transaction rolls back
+    /// and the reserve starts over.
     async fn insert_hold(
         &self,
         mut tx: Tx<D>,
         req: &ReserveRequest,
         held: &[BTreeMap<LocationId, u32>],
         prepared: Vec<Key>,
+        commit_by: Option<Instant>,
     ) -> Result<Reserved, Fail> {
         let mut lines: Vec<Allocation> = Vec::new();
         for (i, h) in held.iter().enumerate() {
@@ -245,6 +249,12 @@ impl<D: Dialect> SqlStore<D> {
                     reservation.lines.iter().map(|a| (a.item.clone(), a.location.clone(), -i64::from(a.quantity)));
                 let expired = prepared.into_iter().map(|(item, location)| (item, location, 0));
                 self.watch(&mut tx, req.shop(), took.chain(expired)).await?;
+                if commit_by.is_some_and(|by| Instant::now() > by) {
+                    // Too late: a hold that would change this answer may
+                    // expire before the commit is visible.
+                    tx.rollback().await?;
+                    return Err(Fail::Contended(Contention::LateCommit));
+                }
                 tx.commit().await?;
                 Ok(Reserved { reservation, created: true })
             }
@@ -288,7 +298,9 @@ impl<D: Dialect> SqlStore<D> {
     /// [`Self::acquire`]. Afterwards the pool of every ledger row touched is
     /// refilled, so only one transaction per (item, location) refills at a
     /// time and the others find rows instead of queueing here. Returns the
-    /// ledger rows it prepared (released expired holds at).
+    /// ledger rows it prepared (released expired holds at), and when the
+    /// hold's COMMIT must be sent at the latest, if holds about to expire
+    /// where it came up short would change its answer (`none_in_flight`).
     async fn slow_path(
         &self,
         tx: &mut Conn<D>,
@@ -296,7 +308,7 @@ impl<D: Dialect> SqlStore<D> {
         spec: &Spec,
         existing: &[Key],
         held: &mut [BTreeMap<LocationId, u32>],
-    ) -> Result<Vec<Key>, Fail> {
+    ) -> Result<(Vec<Key>, Option<Instant>), Fail> {
         // Take the ledger locks without waiting: when another transaction
         // holds one, it is refilling that pool, and queueing behind it here —
         // each waiter then holding the lock through its own commit — would
@@ -311,8 +323,9 @@ impl<D: Dialect> SqlStore<D> {
             .collect();
 
         let mut still_short: Vec<(usize, Vec<LocationId>)> = Vec::new();
-        // Candidates that came up short while a later one gave units.
-        let mut passed_over: Vec<(ItemId, LocationId)> = Vec::new();
+        // Candidates that came up short while a later one gave units, and
+        // the fewest units there that would have changed that.
+        let mut passed_over: Vec<(ItemId, LocationId, u32)> = Vec::new();
         for (i, (line, h)) in req.lines().iter().zip(held.iter_mut()).enumerate() {
             let qty = line.quantity.get();
             let candidates: Vec<LocationId> = match &line.locations {
@@ -329,7 +342,9 @@ impl<D: Dialect> SqlStore<D> {
                     let got = self.acquire(tx, req.shop(), &mut ledgers, &line.item, loc, want).await?;
                     *h.entry(loc.clone()).or_default() += got;
                     if got > 0 {
-                        passed_over.extend(short_here.drain(..).map(|l| (line.item.clone(), l)));
+                        // Split: one more unit anywhere earlier would have
+                        // been taken there instead.
+                        passed_over.extend(short_here.drain(..).map(|l| (line.item.clone(), l, 1)));
                     }
                     if got < want {
                         short_here.push(loc.clone());
@@ -339,6 +354,8 @@ impl<D: Dialect> SqlStore<D> {
                 // The first candidate that can fill the whole line wins; what
                 // was taken at the others goes back to their ledger rows.
                 let mut chosen = None;
+                // What each candidate lacked of the whole line.
+                let mut lacked: BTreeMap<&LocationId, u32> = BTreeMap::new();
                 for loc in &candidates {
                     let have = h.get(loc).copied().unwrap_or(0);
                     let got = self.acquire(tx, req.shop(), &mut ledgers, &line.item, loc, qty - have).await?;
@@ -347,10 +364,11 @@ impl<D: Dialect> SqlStore<D> {
                         chosen = Some(loc.clone());
                         break;
                     }
+                    lacked.insert(loc, qty - have - got);
                 }
                 if let Some(chosen) = &chosen {
                     let before = candidates.iter().take_while(|l| *l != chosen);
-                    passed_over.extend(before.map(|l| (line.item.clone(), l.clone())));
+                    passed_over.extend(before.map(|l| (line.item.clone(), l.clone(), lacked[l])));
                 }
                 // Without a winner keep the best single location: it is what a
                 // partial reserve holds, and what a failing one reports.
@@ -375,16 +393,19 @@ impl<D: Dialect> SqlStore<D> {
             }
         }
 
-        // Whether this reserve will commit a hold: then a hold about to
-        // expire where it came up short counts as in flight (`none_in_flight`).
+        // Whether this reserve will commit a hold: then holds about to
+        // expire where it came up short set when it must commit by
+        // (`none_in_flight`).
         let commits = (still_short.is_empty() || req.allow_partial()) && held.iter().any(|h| total(h) > 0);
+        let mut commit_by: Option<Instant> = None;
 
         // Candidate order: a candidate passed over for a later one must have
         // been short for good, not because another transaction has its units
         // in flight (a sweeper releasing an expired hold, a fast path that
         // may roll back). Otherwise start over once they have landed.
-        for (item, loc) in &passed_over {
-            self.none_in_flight(tx, req.shop(), item, loc, commits).await?;
+        for (item, loc, matters) in &passed_over {
+            let by = self.none_in_flight(tx, req.shop(), (item, loc), *matters, commits).await?;
+            commit_by = commit_by.into_iter().chain(by).min();
         }
 
         if !still_short.is_empty() {
@@ -394,7 +415,8 @@ impl<D: Dialect> SqlStore<D> {
             // shortage real.
             for (i, candidates) in &still_short {
                 for loc in candidates {
-                    self.none_in_flight(tx, req.shop(), &req.lines()[*i].item, loc, commits).await?;
+                    let by = self.none_in_flight(tx, req.shop(), (&req.lines()[*i].item, loc), 1, commits).await?;
+                    commit_by = commit_by.into_iter().chain(by).min();
                 }
             }
             if !req.allow_partial() {
@@ -404,7 +426,7 @@ impl<D: Dialect> SqlStore<D> {
 
         let prepared = ledgers.iter().filter(|(_, l)| l.prepared).map(|(k, _)| k.clone()).collect();
         self.write_back(tx, req.shop(), ledgers.into_values().filter(|l| l.dirty).map(|l| l.row)).await?;
-        Ok(prepared)
+        Ok((prepared, commit_by))
     }
 
     /// Takes up to `want` units of (item, location) for a transaction that

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use holdfast_core::{Error, ItemId, LocationId, LocationLevel, ShopId, StockChange, StockRequest};
 
@@ -14,12 +14,19 @@ use crate::dialect::{Conn, Dialect, Ledger, LedgerLock, Spec, Stmt, TxMode, Unit
 use crate::run;
 use crate::tag;
 
-/// How long before its expiry a hold counts as in flight for a reserve that
-/// will commit a hold: the longest a commit may take to become visible
-/// after the reserve looked (docs/design.md, "Expiry and the sweeper").
-/// Commits 79 ms and more after the look were seen on a busy 2-core machine
-/// and right after a crash recovery.
-const COMMIT_MARGIN_MS: i64 = 250;
+/// How far ahead a reserve that will commit a hold looks for holds about to
+/// expire where it came up short (docs/design.md, "Expiry and the sweeper").
+const LOOKAHEAD_MS: i64 = 1_000;
+
+/// How long before such holds expire the reserve must have sent its COMMIT:
+/// the longest a commit may take to become visible after it was sent.
+/// Commits 79 ms after they were sent were seen on a busy 2-core machine and
+/// right after a crash recovery.
+const COMMIT_ALLOWANCE: Duration = Duration::from_millis(100);
+
+/// When the holds that matter expire sooner than this, the reserve waits for
+/// them (holding nothing) instead of racing them to its commit.
+const COMMIT_WINDOW_MS: i64 = 150;
 
 impl<D: Dialect> SqlStore<D> {
     /// A stock change under the ledger lock. A decrease takes `unpooled`
@@ -90,7 +97,7 @@ impl<D: Dialect> SqlStore<D> {
                         }
                     }
                     if need > 0 {
-                        self.none_in_flight(&mut tx, shop, item, location, false).await?;
+                        self.none_in_flight(&mut tx, shop, (item, location), 1, false).await?;
                         return Err(Fail::Domain(Error::StockConflict(format!(
                             "on_hand of item {item} at location {location} cannot go to {target}: only {} unit(s) are unreserved; reserved and committed units cannot be removed",
                             -delta - need
@@ -248,36 +255,60 @@ impl<D: Dialect> SqlStore<D> {
         Ok(())
     }
 
-    /// Fails with [`Fail::Contended`] when units of (item, location) are in
-    /// flight in other transactions: pool rows this transaction could not
-    /// take, and expired holds it could not lock. That means "wait and
-    /// retry", never "sold out". `commits`: the caller will commit a change
-    /// others can read (a hold), so holds that expire within
-    /// [`COMMIT_MARGIN_MS`] count too (`in_flight.sql`); when nothing else is
-    /// in flight, the failure says how long until the first of them has
-    /// expired.
+    /// Fails with [`Fail::Contended`] when `matters` units (or more) of
+    /// (item, location) are in flight in other transactions: pool rows this
+    /// transaction could not take, expired holds it could not lock, released
+    /// units not yet folded. That means "wait and retry", never "sold out".
+    /// `matters`: the fewest units that would change the caller's answer
+    /// here.
+    ///
+    /// `commits`: the caller will commit a hold others can read, so holds
+    /// that expire before its commit is visible count too (`in_flight.sql`
+    /// looks [`LOOKAHEAD_MS`] ahead). The answer is when COMMIT must be sent
+    /// at the latest ([`COMMIT_ALLOWANCE`] before those holds expire), or,
+    /// when they expire within [`COMMIT_WINDOW_MS`], a failure that says how
+    /// long until they have.
     pub(super) async fn none_in_flight(
         &self,
         tx: &mut Conn<D>,
         shop: &ShopId,
-        item: &ItemId,
-        location: &LocationId,
+        (item, location): (&ItemId, &LocationId),
+        matters: u32,
         commits: bool,
-    ) -> Result<(), Fail> {
+    ) -> Result<Option<Instant>, Fail> {
+        let lookahead = if commits { LOOKAHEAD_MS } else { 0 };
+        let (n, wait) = self.look_ahead(tx, shop, (item, location), lookahead, matters).await?;
+        let looked = Instant::now();
+        if n >= i64::from(matters.max(1)) {
+            return Err(Fail::Contended(Contention::InFlight));
+        }
+        match wait {
+            None => Ok(None),
+            Some(ms) if ms < COMMIT_WINDOW_MS => {
+                Err(Fail::Contended(Contention::Expiring(Duration::from_millis(ms.max(1) as u64))))
+            }
+            Some(ms) => Ok(Some(looked + Duration::from_millis(ms as u64) - COMMIT_ALLOWANCE)),
+        }
+    }
+
+    /// `in_flight.sql`: the units of (item, location) in flight now, and how
+    /// many ms until holds expiring within `lookahead_ms` bring them to
+    /// `matters` (`None`: not within it).
+    pub(super) async fn look_ahead(
+        &self,
+        tx: &mut Conn<D>,
+        shop: &ShopId,
+        (item, location): (&ItemId, &LocationId),
+        lookahead_ms: i64,
+        matters: u32,
+    ) -> Result<(i64, Option<i64>), Fail> {
         use crate::driver::Driver;
         let [s, i, l] = run::place(shop, item, location);
-        let margin = if commits { COMMIT_MARGIN_MS } else { 0 };
-        let rows = run::rows::<D>(tx, Stmt::InFlight, &[s, i, l, margin.into()]).await?;
+        let args = [s, i, l, lookahead_ms.into(), i64::from(matters.max(1)).into()];
+        let rows = run::rows::<D>(tx, Stmt::InFlight, &args).await?;
         let row = rows.first().ok_or(Fail::Domain(Error::Internal("in_flight returned no row".into())))?;
-        let (n, soon) = (D::Db::int(row, "n")?, D::Db::int(row, "soon")?);
-        match n {
-            0 => Ok(()),
-            _ if n == soon => {
-                let ms = D::Db::int(row, "wait_ms")?.clamp(1, COMMIT_MARGIN_MS);
-                Err(Fail::Contended(Contention::Expiring(Duration::from_millis(ms as u64))))
-            }
-            _ => Err(Fail::Contended(Contention::InFlight)),
-        }
+        let wait = if D::Db::is_null(row, "wait_ms")? { None } else { Some(D::Db::int(row, "wait_ms")?) };
+        Ok((D::Db::int(row, "n")?, wait))
     }
 }
 

@@ -233,7 +233,7 @@ impl Dialect for My {
             Stmt::HotItems => &[0, 1],
             Stmt::ItemPool => &[0, 1, 0, 1],
             Stmt::Refill => &[0, 1, 2, 3, 3, 0, 1, 2, 4],
-            Stmt::InFlight => &[1, 2, 3, 0, 0, 1, 2, 0, 1, 2],
+            Stmt::InFlight => &[1, 2, 3, 0, 0, 1, 2, 0, 1, 2, 4],
             Stmt::Extend => &[2, 0, 1],
             Stmt::LegacyRows => &[0, 0, 1, 1],
             Stmt::LegacySwapOnHand => &[4, 0, 1, 2, 3],
