@@ -56,18 +56,23 @@ async fn the_look_ahead_counts_units_and_says_when_enough_of_them_expire(b: Back
 per_backend!(the_look_ahead_counts_units_and_says_when_enough_of_them_expire:
     postgres => Postgres, mysql => MySql, sqlite => Sqlite);
 
-async fn a_reserve_waits_for_a_hold_about_to_expire_at_its_first_candidate(b: Backend) {
+/// One unit at `wh` and five at `far`; the unit at `wh` held for 2 s, and
+/// the caller woken 100 ms before that hold expires (its expiry returned).
+async fn one_unit_at_wh_held_until_100ms_before_it_expires(b: Backend) -> (TestDb, chrono::DateTime<chrono::Utc>) {
     let db = TestDb::new(b).await;
     stock(&*db.store, "s1", "a", "wh", 1).await;
     stock(&*db.store, "s1", "a", "far", 5).await;
     let first = request("s1", "first", vec![line("a", 1, Some(&["wh"]))]).with_ttl(Ttl::from_secs(2).unwrap());
     let expires_at = db.store.reserve(&first).await.unwrap().reservation.expires_at;
-
-    // 100 ms before the hold at `wh` expires: within the commit window, or
-    // (on a slow machine) expired by the time the reserve looks. Either way
-    // the unit at `wh` is the answer.
     let until = (expires_at - chrono::Utc::now() - chrono::Duration::milliseconds(100)).to_std().unwrap_or_default();
     tokio::time::sleep(until).await;
+    (db, expires_at)
+}
+
+async fn a_reserve_waits_for_a_hold_about_to_expire_at_its_first_candidate(b: Backend) {
+    let (db, expires_at) = one_unit_at_wh_held_until_100ms_before_it_expires(b).await;
+    // Within the commit window, or (on a slow machine) expired by the time
+    // the reserve looks: either way the unit at `wh` is the answer.
     let (started, retries) = (Instant::now(), db.store.stats().retries);
     let second = db.store.reserve(&request("s1", "second", vec![line("a", 1, Some(&["wh", "far"]))])).await.unwrap();
     let took = started.elapsed();
@@ -89,14 +94,7 @@ per_backend!(a_reserve_waits_for_a_hold_about_to_expire_at_its_first_candidate:
 /// A 1-unit hold about to expire cannot make a 2-unit line fit where it had
 /// nothing: the reserve passes over that candidate without waiting for it.
 async fn a_hold_too_small_to_fill_the_line_is_not_waited_for(b: Backend) {
-    let db = TestDb::new(b).await;
-    stock(&*db.store, "s1", "a", "wh", 1).await;
-    stock(&*db.store, "s1", "a", "far", 5).await;
-    let first = request("s1", "first", vec![line("a", 1, Some(&["wh"]))]).with_ttl(Ttl::from_secs(2).unwrap());
-    let expires_at = db.store.reserve(&first).await.unwrap().reservation.expires_at;
-
-    let until = (expires_at - chrono::Utc::now() - chrono::Duration::milliseconds(100)).to_std().unwrap_or_default();
-    tokio::time::sleep(until).await;
+    let (db, _) = one_unit_at_wh_held_until_100ms_before_it_expires(b).await;
     let retries = db.store.stats().retries;
     let second = db.store.reserve(&request("s1", "second", vec![line("a", 2, Some(&["wh", "far"]))])).await.unwrap();
     let at: Vec<_> = second.reservation.lines.iter().map(|l| (l.location.to_string(), l.quantity)).collect();
