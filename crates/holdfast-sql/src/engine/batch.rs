@@ -67,7 +67,8 @@ impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
     ) -> Result<(i64, Option<std::time::Duration>), Error> {
         let read = async {
             let mut tx = D::begin(&self.pool, TxMode::Write).await?;
-            let (n, wait) = self.look_ahead(&mut tx, shop, place, lookahead.as_millis() as i64, matters).await?;
+            let (n, wait) =
+                super::stock::look_ahead::<D>(&mut tx, shop, place, lookahead.as_millis() as i64, matters).await?;
             tx.rollback().await?;
             Ok::<_, Fail>((n, wait.map(|ms| std::time::Duration::from_millis(ms.max(0) as u64))))
         };

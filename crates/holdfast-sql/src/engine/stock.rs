@@ -277,8 +277,10 @@ impl<D: Dialect> SqlStore<D> {
         commits: bool,
     ) -> Result<Option<Instant>, Fail> {
         let lookahead = if commits { LOOKAHEAD_MS } else { 0 };
-        let (n, wait) = self.look_ahead(tx, shop, (item, location), lookahead, matters).await?;
+        // Before the statement starts, whose clock `wait` counts from: the
+        // deadline errs early, never late.
         let looked = Instant::now();
+        let (n, wait) = look_ahead::<D>(tx, shop, (item, location), lookahead, matters).await?;
         if n >= i64::from(matters.max(1)) {
             return Err(Fail::Contended(Contention::InFlight));
         }
@@ -290,26 +292,25 @@ impl<D: Dialect> SqlStore<D> {
             Some(ms) => Ok(Some(looked + Duration::from_millis(ms as u64) - COMMIT_ALLOWANCE)),
         }
     }
+}
 
-    /// `in_flight.sql`: the units of (item, location) in flight now, and how
-    /// many ms until holds expiring within `lookahead_ms` bring them to
-    /// `matters` (`None`: not within it).
-    pub(super) async fn look_ahead(
-        &self,
-        tx: &mut Conn<D>,
-        shop: &ShopId,
-        (item, location): (&ItemId, &LocationId),
-        lookahead_ms: i64,
-        matters: u32,
-    ) -> Result<(i64, Option<i64>), Fail> {
-        use crate::driver::Driver;
-        let [s, i, l] = run::place(shop, item, location);
-        let args = [s, i, l, lookahead_ms.into(), i64::from(matters.max(1)).into()];
-        let rows = run::rows::<D>(tx, Stmt::InFlight, &args).await?;
-        let row = rows.first().ok_or(Fail::Domain(Error::Internal("in_flight returned no row".into())))?;
-        let wait = if D::Db::is_null(row, "wait_ms")? { None } else { Some(D::Db::int(row, "wait_ms")?) };
-        Ok((D::Db::int(row, "n")?, wait))
-    }
+/// `in_flight.sql`: the units of (item, location) in flight now, and how
+/// many ms until holds expiring within `lookahead_ms` bring them to
+/// `matters` (`None`: not within it).
+pub(super) async fn look_ahead<D: Dialect>(
+    tx: &mut Conn<D>,
+    shop: &ShopId,
+    (item, location): (&ItemId, &LocationId),
+    lookahead_ms: i64,
+    matters: u32,
+) -> Result<(i64, Option<i64>), Fail> {
+    use crate::driver::Driver;
+    let [s, i, l] = run::place(shop, item, location);
+    let args = [s, i, l, lookahead_ms.into(), i64::from(matters.max(1)).into()];
+    let rows = run::rows::<D>(tx, Stmt::InFlight, &args).await?;
+    let row = rows.first().ok_or(Fail::Domain(Error::Internal("in_flight returned no row".into())))?;
+    let wait = if D::Db::is_null(row, "wait_ms")? { None } else { Some(D::Db::int(row, "wait_ms")?) };
+    Ok((D::Db::int(row, "n")?, wait))
 }
 
 /// Per pool this process takes units from: how many it took since it last
