@@ -65,17 +65,16 @@ impl<D: Dialect> crate::BatchReserve for SqlStore<D> {
         lookahead: std::time::Duration,
         matters: u32,
     ) -> Result<(i64, Option<std::time::Duration>), Error> {
-        let read = async {
-            let mut tx = D::begin(&self.pool, TxMode::Write).await?;
-            let (n, wait) =
-                super::stock::look_ahead::<D>(&mut tx, shop, place, lookahead.as_millis() as i64, matters).await?;
-            tx.rollback().await?;
-            Ok::<_, Fail>((n, wait.map(|ms| std::time::Duration::from_millis(ms.max(0) as u64))))
-        };
-        read.await.map_err(|f| match f {
-            Fail::Domain(e) => e,
-            other => Error::Internal(format!("{other:?}")),
-        })
+        let (n, wait) = self
+            .op("in_flight", true, || async {
+                let mut tx = D::begin(&self.pool, TxMode::Write).await?;
+                let read =
+                    super::stock::look_ahead::<D>(&mut tx, shop, place, lookahead.as_millis() as i64, matters).await?;
+                tx.rollback().await?;
+                Ok(read)
+            })
+            .await?;
+        Ok((n, wait.map(|ms| std::time::Duration::from_millis(ms.max(0) as u64))))
     }
 }
 
